@@ -1,0 +1,1 @@
+//! connection (work in progress).

@@ -1,0 +1,1 @@
+//! deflate (work in progress).

@@ -1,0 +1,1 @@
+//! handshake (work in progress).

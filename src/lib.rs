@@ -1,0 +1,14 @@
+//! rapidws: a fast, strict WebSocket library (RFC 6455, RFC 7692).
+//!
+//! The protocol lives in a sans-IO core ([`codec`], [`handshake`], [`connection`] and,
+//! with feature `deflate`, [`deflate`]): bytes and time go in, events and bytes come out.
+//! IO layers (feature `tokio`) drive that one core.
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod connection;
+#[cfg(feature = "deflate")]
+pub mod deflate;
+pub mod handshake;
+
+pub use rapidws_simd as simd;
