@@ -12,3 +12,12 @@ pub mod deflate;
 pub mod handshake;
 
 pub use rapidws_simd as simd;
+
+/// Which end of the connection this is. Clients mask what they send; servers require it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The end that sent the upgrade request.
+    Client,
+    /// The end that accepted it.
+    Server,
+}
