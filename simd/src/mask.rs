@@ -4,12 +4,26 @@
 //! payload can be (un)masked in pieces as it arrives: masking `a` then `b` with the same
 //! key variable equals masking `a ++ b` in one call.
 
-use crate::Backend;
+use crate::{Backend, dispatch, scalar};
+
+/// Below this many bytes the inlined scalar words beat any dispatch.
+const SMALL: usize = 32;
 
 /// Masks (or unmasks: the operation is its own inverse) `buf` in place and advances `key`.
 #[inline]
 pub fn apply(buf: &mut [u8], key: &mut [u8; 4]) {
-    scalar_apply(buf, key);
+    if buf.len() < SMALL {
+        scalar::mask(buf, *key);
+    } else {
+        apply_dispatch(buf, *key);
+    }
+    key.rotate_left(buf.len() & 3);
+}
+
+#[inline(never)]
+fn apply_dispatch(buf: &mut [u8], key: [u8; 4]) {
+    // SAFETY: `best()` only returns available backends.
+    unsafe { dispatch::mask(Backend::best(), buf, key) }
 }
 
 /// [`apply`] with a chosen backend; `None` when the CPU or build lacks it.
@@ -17,7 +31,9 @@ pub fn apply_with(backend: Backend, buf: &mut [u8], key: &mut [u8; 4]) -> Option
     if !backend.is_available() {
         return None;
     }
-    scalar_apply(buf, key);
+    // SAFETY: availability checked just above.
+    unsafe { dispatch::mask(backend, buf, *key) };
+    key.rotate_left(buf.len() & 3);
     Some(())
 }
 
@@ -28,7 +44,18 @@ pub fn apply_with(backend: Backend, buf: &mut [u8], key: &mut [u8; 4]) -> Option
 #[inline]
 pub fn copy(dst: &mut [u8], src: &[u8], key: &mut [u8; 4]) {
     assert_eq!(dst.len(), src.len(), "mask::copy: length mismatch");
-    scalar_copy(dst, src, key);
+    if src.len() < SMALL {
+        scalar::mask_copy(dst, src, *key);
+    } else {
+        copy_dispatch(dst, src, *key);
+    }
+    key.rotate_left(src.len() & 3);
+}
+
+#[inline(never)]
+fn copy_dispatch(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
+    // SAFETY: `best()` only returns available backends; the caller checked the lengths.
+    unsafe { dispatch::mask_copy(Backend::best(), dst, src, key) }
 }
 
 /// [`copy`] with a chosen backend; `None` when the CPU or build lacks it.
@@ -40,20 +67,8 @@ pub fn copy_with(backend: Backend, dst: &mut [u8], src: &[u8], key: &mut [u8; 4]
     if !backend.is_available() {
         return None;
     }
-    scalar_copy(dst, src, key);
-    Some(())
-}
-
-fn scalar_apply(buf: &mut [u8], key: &mut [u8; 4]) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b ^= key[i & 3];
-    }
-    key.rotate_left(buf.len() & 3);
-}
-
-fn scalar_copy(dst: &mut [u8], src: &[u8], key: &mut [u8; 4]) {
-    for (i, (d, s)) in dst.iter_mut().zip(src).enumerate() {
-        *d = *s ^ key[i & 3];
-    }
+    // SAFETY: availability and lengths checked just above.
+    unsafe { dispatch::mask_copy(backend, dst, src, *key) };
     key.rotate_left(src.len() & 3);
+    Some(())
 }

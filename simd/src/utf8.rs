@@ -1,6 +1,6 @@
 //! UTF-8 validation: one-shot and streaming (across WebSocket fragments), fail-fast.
 
-use crate::Backend;
+use crate::{Backend, dispatch, scalar};
 
 /// Where validation failed, with the same meaning as [`core::str::Utf8Error`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +47,35 @@ fn from_core(e: core::str::Utf8Error) -> Utf8Error {
     }
 }
 
+/// Below this many bytes `core::str::from_utf8` runs inline, before any dispatch.
+const SMALL: usize = 16;
+
 /// Validates a complete UTF-8 string.
+///
+/// The vector kernels only answer "valid or not"; the error position is computed (by
+/// `core::str::from_utf8`) only when the input is invalid.
 #[inline]
 pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
+    if buf.len() < SMALL {
+        return core::str::from_utf8(buf).map(|_| ()).map_err(from_core);
+    }
+    validate_dispatch(buf)
+}
+
+#[inline(never)]
+fn validate_dispatch(buf: &[u8]) -> Result<(), Utf8Error> {
+    // SAFETY: `best()` only returns available backends.
+    if unsafe { dispatch::validate(Backend::best(), buf) } {
+        Ok(())
+    } else {
+        locate_error(buf)
+    }
+}
+
+/// The exact error of an input a kernel found invalid.
+#[cold]
+#[inline(never)]
+fn locate_error(buf: &[u8]) -> Result<(), Utf8Error> {
     core::str::from_utf8(buf).map(|_| ()).map_err(from_core)
 }
 
@@ -58,14 +84,34 @@ pub fn validate_with(backend: Backend, buf: &[u8]) -> Option<Result<(), Utf8Erro
     if !backend.is_available() {
         return None;
     }
-    Some(validate(buf))
+    // SAFETY: availability checked just above.
+    if unsafe { dispatch::validate(backend, buf) } {
+        Some(Ok(()))
+    } else {
+        Some(locate_error(buf))
+    }
+}
+
+/// Length of the sequence a lead byte starts (1 for ASCII and for invalid bytes).
+#[inline]
+fn sequence_len(lead: u8) -> usize {
+    match lead {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
 }
 
 /// Streaming validator for a message that arrives in chunks.
 ///
 /// Carries up to 3 bytes of an incomplete code point between chunks. An invalid sequence is
-/// reported in the chunk where it first becomes certain (a prefix that can never complete is
-/// an error at once); [`Validator::finish`] reports a code point left incomplete at the end.
+/// reported in the chunk where it first becomes certain (a prefix that can never complete,
+/// such as `F4 90` or `ED A0`, is an error at once, as Autobahn case 6.4 demands);
+/// [`Validator::finish`] reports a code point left incomplete at the end.
+///
+/// After an error the validator's state is unspecified until [`Validator::reset`] or
+/// [`Validator::finish`].
 #[derive(Clone, Debug, Default)]
 pub struct Validator {
     partial: [u8; 4],
@@ -94,57 +140,100 @@ impl Validator {
     }
 
     /// Validates the next chunk of the message.
+    #[inline]
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
-        self.feed_with(Backend::best(), chunk).unwrap_or(Ok(()))
+        if self.partial_len == 0 && chunk.len() < SMALL {
+            return self.settle(chunk);
+        }
+        self.feed_backend(Backend::best(), chunk)
     }
 
     /// [`Validator::feed`] with a chosen backend; `None` when the CPU or build lacks it.
-    pub fn feed_with(
-        &mut self,
-        backend: Backend,
-        mut chunk: &[u8],
-    ) -> Option<Result<(), Utf8Error>> {
+    pub fn feed_with(&mut self, backend: Backend, chunk: &[u8]) -> Option<Result<(), Utf8Error>> {
         if !backend.is_available() {
             return None;
         }
-        // Complete the carried code point first.
-        while self.partial_len > 0 && !chunk.is_empty() {
-            self.partial[self.partial_len as usize] = chunk[0];
+        Some(self.feed_backend(backend, chunk))
+    }
+
+    /// Bytes needed to complete the carried code point (0 when none is carried).
+    fn needed(&self) -> usize {
+        if self.partial_len == 0 {
+            0
+        } else {
+            sequence_len(self.partial[0]) - usize::from(self.partial_len)
+        }
+    }
+
+    /// Feeds `bytes` (at most [`Self::needed`]) to the carried code point.
+    fn complete_partial(&mut self, bytes: &[u8]) -> Result<(), Utf8Error> {
+        for &b in bytes {
+            self.partial[usize::from(self.partial_len)] = b;
             self.partial_len += 1;
-            chunk = &chunk[1..];
-            match core::str::from_utf8(&self.partial[..self.partial_len as usize]) {
+            match core::str::from_utf8(&self.partial[..usize::from(self.partial_len)]) {
                 Ok(_) => {
-                    self.consumed += self.partial_len as usize;
+                    self.consumed += usize::from(self.partial_len);
                     self.partial_len = 0;
                 }
                 Err(e) if e.error_len().is_some() => {
-                    return Some(Err(Utf8Error {
+                    return Err(Utf8Error {
                         valid_up_to: self.consumed,
                         error_len: e.error_len().map(|n| n as u8),
-                    }));
+                    });
                 }
                 Err(_) => {}
             }
         }
+        Ok(())
+    }
+
+    /// Scalar validation of a chunk that starts at a code point boundary: an incomplete
+    /// but still completable sequence at its end is carried.
+    fn settle(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
         match core::str::from_utf8(chunk) {
             Ok(_) => {
                 self.consumed += chunk.len();
-                Some(Ok(()))
+                Ok(())
             }
             Err(e) => match e.error_len() {
-                Some(n) => Some(Err(Utf8Error {
+                Some(n) => Err(Utf8Error {
                     valid_up_to: self.consumed + e.valid_up_to(),
                     error_len: Some(n as u8),
-                })),
+                }),
                 None => {
                     let tail = &chunk[e.valid_up_to()..];
                     self.partial[..tail.len()].copy_from_slice(tail);
                     self.partial_len = tail.len() as u8;
                     self.consumed += e.valid_up_to();
-                    Some(Ok(()))
+                    Ok(())
                 }
             },
         }
+    }
+
+    /// `feed` on an available backend.
+    fn feed_backend(&mut self, backend: Backend, chunk: &[u8]) -> Result<(), Utf8Error> {
+        let need = self.needed().min(chunk.len());
+        let (head, rest) = chunk.split_at(need);
+        self.complete_partial(head)?;
+        if self.partial_len != 0 {
+            // The whole chunk went into a code point that is still open.
+            return Ok(());
+        }
+        let cut = scalar::incomplete_tail_start(rest.len(), |i| rest[i]);
+        let (body, tail) = rest.split_at(cut);
+        let ok = if body.len() < SMALL {
+            core::str::from_utf8(body).is_ok()
+        } else {
+            // SAFETY: the caller checked that `backend` is available.
+            unsafe { dispatch::validate(backend, body) }
+        };
+        if !ok {
+            // Cold: an error in `body` is certain; let the scalar path locate it.
+            return self.settle(rest);
+        }
+        self.consumed += body.len();
+        self.settle(tail)
     }
 
     /// Ends the message: an incomplete code point left over is an error. Resets the validator.
@@ -164,11 +253,70 @@ impl Validator {
 
 /// Unmasks `buf` in place with `key` (advanced as in [`crate::mask::apply`]) and feeds the
 /// result to `validator`, in one pass over the bytes where the backend allows.
+///
+/// The whole of `buf` is unmasked and `key` advanced by `buf.len()` even when an error is
+/// returned.
+#[inline]
 pub fn unmask_validate(
     buf: &mut [u8],
     key: &mut [u8; 4],
     validator: &mut Validator,
 ) -> Result<(), Utf8Error> {
-    crate::mask::apply(buf, key);
-    validator.feed(buf)
+    if buf.len() < SMALL {
+        crate::mask::apply(buf, key);
+        return validator.feed(buf);
+    }
+    unmask_validate_backend(Backend::best(), buf, key, validator)
+}
+
+/// [`unmask_validate`] with a chosen backend; `None` when the CPU or build lacks it.
+pub fn unmask_validate_with(
+    backend: Backend,
+    buf: &mut [u8],
+    key: &mut [u8; 4],
+    validator: &mut Validator,
+) -> Option<Result<(), Utf8Error>> {
+    if !backend.is_available() {
+        return None;
+    }
+    Some(unmask_validate_backend(backend, buf, key, validator))
+}
+
+#[inline(never)]
+fn unmask_validate_backend(
+    backend: Backend,
+    buf: &mut [u8],
+    key: &mut [u8; 4],
+    v: &mut Validator,
+) -> Result<(), Utf8Error> {
+    let k = *key;
+    key.rotate_left(buf.len() & 3);
+    // The bytes that finish a carried code point.
+    let need = v.needed().min(buf.len());
+    let (head, rest) = buf.split_at_mut(need);
+    scalar::mask(head, k);
+    let k = scalar::rotated(k, need);
+    if let Err(e) = v.complete_partial(head) {
+        scalar::mask(rest, k);
+        return Err(e);
+    }
+    if v.partial_len != 0 {
+        return Ok(());
+    }
+    // Find an open sequence at the end from the unmasked values of the last bytes.
+    let cut = scalar::incomplete_tail_start(rest.len(), |i| rest[i] ^ k[i & 3]);
+    let (body, tail) = rest.split_at_mut(cut);
+    let ok = if body.len() < SMALL {
+        scalar::mask(body, k);
+        core::str::from_utf8(body).is_ok()
+    } else {
+        // SAFETY: the caller checked that `backend` is available.
+        unsafe { dispatch::unmask_validate(backend, body, k) }
+    };
+    scalar::mask(tail, scalar::rotated(k, cut));
+    if !ok {
+        return v.settle(rest);
+    }
+    v.consumed += cut;
+    v.settle(tail)
 }

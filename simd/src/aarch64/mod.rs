@@ -1,0 +1,3 @@
+//! aarch64 backends.
+#[cfg(feature = "neon")]
+pub(crate) mod neon;

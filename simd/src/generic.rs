@@ -1,0 +1,443 @@
+//! Kernel bodies written once over a small [`Vector`] trait; each ISA module instantiates
+//! them inside a few-line `#[target_feature]` function.
+//!
+//! UTF-8 validation follows the lookup-table method of Keiser and Lemire ("Validating
+//! UTF-8 in less than one instruction per byte", 2021): three 16-entry tables indexed by
+//! nibbles of each byte and of the byte before it classify every 2-byte window, and
+//! saturating subtractions find the 3rd/4th bytes that must be continuations.
+
+use crate::scalar;
+
+/// The vector operations the kernels need. Implemented per ISA with `#[inline(always)]`
+/// methods so they inline into the caller's `#[target_feature]` function.
+///
+/// # Safety
+/// Every method may only run on a CPU that supports the implementing type's ISA; the
+/// pointer methods additionally need the documented range to be valid.
+pub(crate) trait Vector: Copy {
+    /// Bytes per vector (a multiple of 4 and a divisor of 64).
+    const LANES: usize;
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn splat(b: u8) -> Self;
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn splat_u32(w: u32) -> Self;
+    /// # Safety
+    /// The ISA must be available; `p..p+LANES` must be readable.
+    unsafe fn load(p: *const u8) -> Self;
+    /// # Safety
+    /// The ISA must be available; `p..p+LANES` must be writable.
+    unsafe fn store(self, p: *mut u8);
+    /// Loads `len < LANES` bytes, zero-filling the rest.
+    /// # Safety
+    /// The ISA must be available; `p..p+len` must be readable.
+    unsafe fn load_partial(p: *const u8, len: usize) -> Self;
+    /// A 16-byte table, repeated in every 128-bit lane.
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn table(t: &[u8; 16]) -> Self;
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn xor(self, o: Self) -> Self;
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn or(self, o: Self) -> Self;
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn and(self, o: Self) -> Self;
+    /// Every byte shifted right by 4 (its high nibble).
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn shr4(self) -> Self;
+    /// `table[self[i]]` for indexes below 16, per 128-bit lane.
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn lookup(self, table: Self) -> Self;
+    /// Unsigned saturating `self - o` per byte.
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn sat_sub(self, o: Self) -> Self;
+    /// The input shifted by 1, 2, 3 bytes, the first bytes taken from the end of `prev`.
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn prev1(self, prev: Self) -> Self;
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn prev2(self, prev: Self) -> Self;
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn prev3(self, prev: Self) -> Self;
+    /// Whether every byte is below 0x80.
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn is_ascii(self) -> bool;
+    /// Whether any byte is non-zero.
+    /// # Safety
+    /// The ISA must be available.
+    unsafe fn any(self) -> bool;
+    /// Masks `len < LANES` bytes at `p` in place with `key` (phase 0). The default
+    /// uses the scalar words; ISAs with masked loads override it.
+    /// # Safety
+    /// The ISA must be available; `p..p+len` must be readable and writable.
+    #[inline(always)]
+    unsafe fn mask_partial(p: *mut u8, len: usize, key: [u8; 4], _k: Self) {
+        // SAFETY: the caller guarantees `p..p+len` is valid and exclusively ours.
+        scalar::mask(unsafe { core::slice::from_raw_parts_mut(p, len) }, key);
+    }
+}
+
+// Error classes of a 2-byte window (first byte = `prev1`, second = current byte).
+const TOO_SHORT: u8 = 1 << 0; // lead byte followed by a lead byte or ASCII
+const TOO_LONG: u8 = 1 << 1; // ASCII followed by a continuation
+const OVERLONG_3: u8 = 1 << 2; // E0 80..9F
+const TOO_LARGE: u8 = 1 << 3; // F4 90..BF, F5.. 90..BF
+const SURROGATE: u8 = 1 << 4; // ED A0..BF
+const OVERLONG_2: u8 = 1 << 5; // C0/C1 + continuation
+const TOO_LARGE_1000: u8 = 1 << 6; // F5..FF 80..8F
+const OVERLONG_4: u8 = 1 << 6; // F0 80..8F (shares the bit: the lead's low nibble tells)
+const TWO_CONTS: u8 = 1 << 7; // continuation + continuation (allowed in 3rd/4th place)
+const CARRY: u8 = TOO_SHORT | TOO_LONG | TWO_CONTS;
+
+/// Indexed by the high nibble of the first byte.
+static BYTE_1_HIGH: [u8; 16] = [
+    TOO_LONG,
+    TOO_LONG,
+    TOO_LONG,
+    TOO_LONG,
+    TOO_LONG,
+    TOO_LONG,
+    TOO_LONG,
+    TOO_LONG,
+    TWO_CONTS,
+    TWO_CONTS,
+    TWO_CONTS,
+    TWO_CONTS,
+    TOO_SHORT | OVERLONG_2,
+    TOO_SHORT,
+    TOO_SHORT | OVERLONG_3 | SURROGATE,
+    TOO_SHORT | TOO_LARGE | TOO_LARGE_1000 | OVERLONG_4,
+];
+
+/// Indexed by the low nibble of the first byte.
+static BYTE_1_LOW: [u8; 16] = [
+    CARRY | OVERLONG_3 | OVERLONG_2 | OVERLONG_4,
+    CARRY | OVERLONG_2,
+    CARRY,
+    CARRY,
+    CARRY | TOO_LARGE,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000 | SURROGATE,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+    CARRY | TOO_LARGE | TOO_LARGE_1000,
+];
+
+/// Indexed by the high nibble of the second byte.
+static BYTE_2_HIGH: [u8; 16] = [
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE_1000 | OVERLONG_4,
+    TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE,
+    TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE,
+    TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+    TOO_SHORT,
+];
+
+/// Per-byte maxima for a block that may end a string: a lead byte in the last three
+/// positions that needs more bytes than remain exceeds its limit.
+static INCOMPLETE_MAX: [u8; 64] = {
+    let mut m = [0xFF; 64];
+    m[61] = 0xF0 - 1;
+    m[62] = 0xE0 - 1;
+    m[63] = 0xC0 - 1;
+    m
+};
+
+/// Streaming UTF-8 checker over vectors: error bits accumulate, checked once at the end.
+pub(crate) struct Utf8<V> {
+    prev: V,
+    incomplete: V,
+    error: V,
+    t1h: V,
+    t1l: V,
+    t2h: V,
+    low_nibble: V,
+    third: V,
+    fourth: V,
+    high_bit: V,
+    max: V,
+}
+
+impl<V: Vector> Utf8<V> {
+    /// # Safety
+    /// The ISA of `V` must be available.
+    #[inline(always)]
+    pub(crate) unsafe fn new() -> Self {
+        // SAFETY: the caller guarantees the ISA; INCOMPLETE_MAX holds 64 >= LANES bytes.
+        unsafe {
+            Utf8 {
+                prev: V::splat(0),
+                incomplete: V::splat(0),
+                error: V::splat(0),
+                t1h: V::table(&BYTE_1_HIGH),
+                t1l: V::table(&BYTE_1_LOW),
+                t2h: V::table(&BYTE_2_HIGH),
+                low_nibble: V::splat(0x0F),
+                third: V::splat(0xE0 - 0x80),
+                fourth: V::splat(0xF0 - 0x80),
+                high_bit: V::splat(0x80),
+                max: V::load(INCOMPLETE_MAX.as_ptr().add(64 - V::LANES)),
+            }
+        }
+    }
+
+    /// Checks one vector of input that follows the previous one.
+    /// # Safety
+    /// The ISA of `V` must be available.
+    #[inline(always)]
+    pub(crate) unsafe fn block(&mut self, input: V) {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe {
+            if input.is_ascii() {
+                // A sequence left open by the previous vector cannot continue in ASCII.
+                self.error = self.error.or(self.incomplete);
+                self.incomplete = V::splat(0);
+            } else {
+                self.non_ascii(input);
+            }
+            self.prev = input;
+        }
+    }
+
+    /// Checks a vector known to contain non-ASCII bytes; does not update `prev`.
+    /// # Safety
+    /// The ISA of `V` must be available.
+    #[inline(always)]
+    unsafe fn non_ascii(&mut self, input: V) {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe {
+            let p1 = input.prev1(self.prev);
+            let special = p1
+                .shr4()
+                .lookup(self.t1h)
+                .and(p1.and(self.low_nibble).lookup(self.t1l))
+                .and(input.shr4().lookup(self.t2h));
+            let p2 = input.prev2(self.prev);
+            let p3 = input.prev3(self.prev);
+            let must_be_cont = p2
+                .sat_sub(self.third)
+                .or(p3.sat_sub(self.fourth))
+                .and(self.high_bit);
+            self.error = self.error.or(must_be_cont.xor(special));
+            self.incomplete = input.sat_sub(self.max);
+        }
+    }
+
+    /// Checks `64 / LANES` vectors at `p` with one ASCII test for all of them.
+    /// # Safety
+    /// The ISA of `V` must be available; `p..p+64` readable.
+    #[inline(always)]
+    unsafe fn block64(&mut self, v: [V; 4]) {
+        let n = 64 / V::LANES;
+        // SAFETY: the caller guarantees the ISA.
+        unsafe {
+            let mut all = v[0];
+            for x in &v[1..n] {
+                all = all.or(*x);
+            }
+            if all.is_ascii() {
+                self.error = self.error.or(self.incomplete);
+                self.incomplete = V::splat(0);
+                self.prev = v[n - 1];
+            } else {
+                for x in &v[..n] {
+                    self.block(*x);
+                }
+            }
+        }
+    }
+
+    /// True when everything fed so far is valid and no sequence is left open.
+    /// # Safety
+    /// The ISA of `V` must be available.
+    #[inline(always)]
+    pub(crate) unsafe fn finish(&self) -> bool {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe { !self.error.or(self.incomplete).any() }
+    }
+}
+
+/// Loads the `64 / LANES` vectors starting at `p`.
+/// # Safety
+/// The ISA of `V` must be available; `p..p+64` readable.
+#[inline(always)]
+unsafe fn load64<V: Vector>(p: *const u8) -> [V; 4] {
+    // SAFETY: the caller guarantees the ISA and 64 readable bytes; `j * LANES < 64`.
+    unsafe {
+        let mut v = [V::splat(0); 4];
+        for (j, x) in v.iter_mut().enumerate().take(64 / V::LANES) {
+            *x = V::load(p.add(j * V::LANES));
+        }
+        v
+    }
+}
+
+/// Whether `buf` is valid, complete UTF-8.
+/// # Safety
+/// The ISA of `V` must be available.
+#[inline(always)]
+pub(crate) unsafe fn validate<V: Vector>(buf: &[u8]) -> bool {
+    let n = buf.len();
+    let p = buf.as_ptr();
+    // SAFETY: the caller guarantees the ISA; every load stays inside `buf`.
+    unsafe {
+        let mut u = Utf8::<V>::new();
+        let mut i = 0;
+        while i + 64 <= n {
+            u.block64(load64::<V>(p.add(i)));
+            i += 64;
+        }
+        while i + V::LANES <= n {
+            u.block(V::load(p.add(i)));
+            i += V::LANES;
+        }
+        if i < n {
+            // The zero padding is ASCII, so it also closes the check of an open sequence.
+            u.block(V::load_partial(p.add(i), n - i));
+        }
+        u.finish()
+    }
+}
+
+/// Unmasks `buf` in place (key phase 0) and returns whether the result is valid,
+/// complete UTF-8, touching each byte once. The whole buffer is unmasked either way.
+/// # Safety
+/// The ISA of `V` must be available.
+#[inline(always)]
+pub(crate) unsafe fn unmask_validate<V: Vector>(buf: &mut [u8], key: [u8; 4]) -> bool {
+    let n = buf.len();
+    let p = buf.as_mut_ptr();
+    // SAFETY: the caller guarantees the ISA; every access stays inside `buf`.
+    unsafe {
+        let k = V::splat_u32(u32::from_ne_bytes(key));
+        let mut u = Utf8::<V>::new();
+        let mut i = 0;
+        while i + 64 <= n {
+            let mut v = load64::<V>(p.add(i));
+            for (j, x) in v.iter_mut().enumerate().take(64 / V::LANES) {
+                *x = x.xor(k);
+                x.store(p.add(i + j * V::LANES));
+            }
+            u.block64(v);
+            i += 64;
+        }
+        while i + V::LANES <= n {
+            let x = V::load(p.add(i)).xor(k);
+            x.store(p.add(i));
+            u.block(x);
+            i += V::LANES;
+        }
+        if i < n {
+            // Full vectors keep the key phase at 0.
+            V::mask_partial(p.add(i), n - i, key, k);
+            u.block(V::load_partial(p.add(i), n - i));
+        }
+        u.finish()
+    }
+}
+
+/// Masks `buf` in place starting at key phase 0.
+/// # Safety
+/// The ISA of `V` must be available.
+#[inline(always)]
+pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
+    let n = buf.len();
+    let p = buf.as_mut_ptr();
+    // SAFETY: the caller guarantees the ISA; every access stays inside `buf`.
+    unsafe {
+        let k = V::splat_u32(u32::from_ne_bytes(key));
+        if n < V::LANES {
+            V::mask_partial(p, n, key, k);
+            return;
+        }
+        // The last vector is masked from the original bytes before the main loop and
+        // stored after it; where it overlaps the loop's last vector both write the same.
+        let last = n - V::LANES;
+        let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
+        let tail = V::load(p.add(last)).xor(kl);
+        let mut i = 0;
+        while i + 4 * V::LANES <= n {
+            let a = V::load(p.add(i)).xor(k);
+            let b = V::load(p.add(i + V::LANES)).xor(k);
+            let c = V::load(p.add(i + 2 * V::LANES)).xor(k);
+            let d = V::load(p.add(i + 3 * V::LANES)).xor(k);
+            a.store(p.add(i));
+            b.store(p.add(i + V::LANES));
+            c.store(p.add(i + 2 * V::LANES));
+            d.store(p.add(i + 3 * V::LANES));
+            i += 4 * V::LANES;
+        }
+        while i + V::LANES <= n {
+            V::load(p.add(i)).xor(k).store(p.add(i));
+            i += V::LANES;
+        }
+        tail.store(p.add(last));
+    }
+}
+
+/// Writes `src ^ key` into `dst` (same length) starting at key phase 0.
+/// # Safety
+/// The ISA of `V` must be available; `dst.len() == src.len()`.
+#[inline(always)]
+pub(crate) unsafe fn mask_copy<V: Vector>(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
+    let n = src.len();
+    debug_assert_eq!(dst.len(), n);
+    let d = dst.as_mut_ptr();
+    let s = src.as_ptr();
+    if n < V::LANES {
+        scalar::mask_copy(dst, src, key);
+        return;
+    }
+    // SAFETY: the caller guarantees the ISA and equal lengths; accesses stay in bounds.
+    unsafe {
+        let k = V::splat_u32(u32::from_ne_bytes(key));
+        let mut i = 0;
+        while i + 4 * V::LANES <= n {
+            let a = V::load(s.add(i)).xor(k);
+            let b = V::load(s.add(i + V::LANES)).xor(k);
+            let c = V::load(s.add(i + 2 * V::LANES)).xor(k);
+            let e = V::load(s.add(i + 3 * V::LANES)).xor(k);
+            a.store(d.add(i));
+            b.store(d.add(i + V::LANES));
+            c.store(d.add(i + 2 * V::LANES));
+            e.store(d.add(i + 3 * V::LANES));
+            i += 4 * V::LANES;
+        }
+        while i + V::LANES <= n {
+            V::load(s.add(i)).xor(k).store(d.add(i));
+            i += V::LANES;
+        }
+        if i < n {
+            // One overlapping vector ending at `n`, with the key at its phase.
+            let last = n - V::LANES;
+            let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
+            V::load(s.add(last)).xor(kl).store(d.add(last));
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! UTF-8: every backend, one-shot and streaming, against `core::str::from_utf8`.
+
+mod common;
+use common::*;
+use rapidws_simd::utf8::{self, Validator};
+
+#[cfg(not(miri))]
+const MAX_LEN: usize = 1100;
+#[cfg(miri)]
+const MAX_LEN: usize = 130;
+
+/// One-shot validation of `b` on every backend (and auto) equals std.
+fn check_one_shot(b: &[u8]) {
+    let want = std_result(b);
+    assert_eq!(our_result(utf8::validate(b)), want, "auto on {b:x?}");
+    for be in backends() {
+        let got = our_result(utf8::validate_with(be, b).unwrap());
+        assert_eq!(got, want, "{} on {b:x?}", be.name());
+    }
+}
+
+/// The index of the byte at which `msg` becomes certainly invalid, if it does.
+fn certain_error_at(msg: &[u8]) -> Option<usize> {
+    match std_result(msg) {
+        Err((_, Some(_))) => {}
+        _ => return None,
+    }
+    // Prefixes are monotone: once certainly invalid, always so.
+    let (mut lo, mut hi) = (0, msg.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if matches!(std_result(&msg[..=mid]), Err((_, Some(_)))) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
+}
+
+/// Streams `msg` through a validator in `chunks` on `be` (and through the fused
+/// unmask+validate), checking the outcome, the error position and fail-fast.
+fn check_stream(msg: &[u8], cuts: &[usize]) {
+    let want = std_result(msg);
+    let certain = certain_error_at(msg);
+    let key = [0x11, 0x82, 0xF3, 0x64];
+    let mut masked = msg.to_vec();
+    mask_oracle(&mut masked, key, 0);
+    for be in backends() {
+        for fused in [false, true] {
+            let mut v = Validator::new();
+            let mut k = key;
+            let mut buf = masked.clone();
+            let mut start = 0;
+            let mut outcome = None;
+            for &end in cuts.iter().chain(core::iter::once(&msg.len())) {
+                let chunk = &mut buf[start..end];
+                let r = if fused {
+                    utf8::unmask_validate_with(be, chunk, &mut k, &mut v).unwrap()
+                } else {
+                    chunk.copy_from_slice(&msg[start..end]);
+                    v.feed_with(be, chunk).unwrap()
+                };
+                if let Err(e) = r {
+                    let c = certain.expect("error reported on a message std accepts");
+                    assert!(
+                        (start..end).contains(&c),
+                        "{} fused={fused}: error at {c} reported in chunk {start}..{end}",
+                        be.name()
+                    );
+                    if fused {
+                        assert_eq!(&buf[start..end], &msg[start..end], "chunk left masked");
+                    }
+                    outcome = Some(Err((e.valid_up_to(), e.error_len())));
+                    break;
+                } else if let Some(c) = certain {
+                    assert!(
+                        c >= end,
+                        "{} fused={fused}: error at {c} missed in chunk {start}..{end}",
+                        be.name()
+                    );
+                }
+                start = end;
+            }
+            let outcome = outcome.unwrap_or_else(|| {
+                assert_eq!(
+                    v.is_complete(),
+                    std_result(msg).is_ok() || certain.is_some()
+                );
+                v.finish().map_err(|e| (e.valid_up_to(), e.error_len()))
+            });
+            assert_eq!(
+                outcome,
+                want,
+                "{} fused={fused} cuts {cuts:?} msg {msg:x?}",
+                be.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn one_shot_matches_std_on_slices_of_mixed_text_at_every_length() {
+    let text = mixed_text(4 * MAX_LEN + 64, 5);
+    let step = if cfg!(miri) { 3 } else { 1 };
+    for len in (0..=MAX_LEN).step_by(step) {
+        // Slices start and end anywhere, so some cut through code points.
+        let off = (len * 13) % 64;
+        check_one_shot(&text[off..off + len]);
+    }
+}
+
+#[test]
+fn one_shot_finds_a_corrupted_byte_anywhere() {
+    let text = mixed_text(MAX_LEN + 8, 9);
+    let step = if cfg!(miri) { 17 } else { 1 };
+    let mut rng = Rng(99);
+    for len in (1..=MAX_LEN).step_by(step) {
+        let mut b = text[..len].to_vec();
+        let at = rng.below(len);
+        b[at] = [0x80, 0xBF, 0xC0, 0xF5, 0xFF, 0xED, 0xE0, 0xF4][rng.below(8)];
+        check_one_shot(&b);
+    }
+}
+
+#[test]
+fn one_shot_matches_std_on_large_inputs() {
+    let sizes: &[usize] = if cfg!(miri) {
+        &[2000]
+    } else {
+        &[65_536, 1 << 20]
+    };
+    for &n in sizes {
+        let text = mixed_text(n, 21);
+        check_one_shot(&text);
+        let ascii = vec![b'a'; n];
+        check_one_shot(&ascii);
+        let mut bad = text.clone();
+        let at = bad.len() - 3;
+        bad[at] = 0xC0;
+        check_one_shot(&bad);
+        let mut bad = text.clone();
+        bad[n / 2] = 0x80;
+        check_one_shot(&bad);
+    }
+}
+
+/// Every 1- and 2-byte sequence, and 3/4-byte sequences over boundary bytes, placed
+/// across vector boundaries, on every backend.
+#[test]
+fn every_sequence_class_matches_std_at_vector_boundaries() {
+    const EDGES: &[u8] = &[
+        0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC,
+        0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xF7, 0xF8, 0xFF,
+    ];
+    let positions: &[usize] = if cfg!(miri) { &[62] } else { &[30, 62] };
+    let mut buf = vec![b'a'; 80];
+    let mut run = |seq: &[u8]| {
+        let positions = if seq.len() > 2 {
+            &positions[positions.len() - 1..]
+        } else {
+            positions
+        };
+        for &p in positions {
+            buf.fill(b'a');
+            buf[p..p + seq.len()].copy_from_slice(seq);
+            check_one_shot(&buf);
+            // Also as the very end of the input.
+            check_one_shot(&buf[..p + seq.len()]);
+        }
+    };
+    let firsts: Vec<u8> = if cfg!(miri) {
+        EDGES.to_vec()
+    } else {
+        (0..=255).collect()
+    };
+    for &a in &firsts {
+        run(&[a]);
+        for &b in if cfg!(miri) { EDGES } else { &firsts[..] } {
+            run(&[a, b]);
+        }
+        if a >= 0xE0 {
+            for &b in EDGES {
+                for &c in EDGES {
+                    run(&[a, b, c]);
+                    if a >= 0xF0 && !cfg!(miri) {
+                        for &d in &[0x00, 0x80, 0xBF, 0xC0] {
+                            run(&[a, b, c, d]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Markus Kuhn's UTF-8 decoder stress test, sections 2 to 5, written from its spec:
+/// (bytes, valid?).
+fn kuhn_cases() -> Vec<(Vec<u8>, bool)> {
+    let mut v: Vec<(Vec<u8>, bool)> = vec![
+        // 1: a correct text
+        ("\u{3ba}\u{1f79}\u{3c3}\u{3bc}\u{3b5}".into(), true),
+        // 2.1 first sequence of each length
+        (vec![0x00], true),
+        (vec![0xC2, 0x80], true),
+        (vec![0xE0, 0xA0, 0x80], true),
+        (vec![0xF0, 0x90, 0x80, 0x80], true),
+        (vec![0xF8, 0x88, 0x80, 0x80, 0x80], false),
+        (vec![0xFC, 0x84, 0x80, 0x80, 0x80, 0x80], false),
+        // 2.2 last sequence of each length
+        (vec![0x7F], true),
+        (vec![0xDF, 0xBF], true),
+        (vec![0xEF, 0xBF, 0xBF], true),
+        (vec![0xF7, 0xBF, 0xBF, 0xBF], false),
+        (vec![0xFB, 0xBF, 0xBF, 0xBF, 0xBF], false),
+        (vec![0xFD, 0xBF, 0xBF, 0xBF, 0xBF, 0xBF], false),
+        // 2.3 other boundaries
+        (vec![0xED, 0x9F, 0xBF], true),
+        (vec![0xEE, 0x80, 0x80], true),
+        (vec![0xEF, 0xBF, 0xBD], true),
+        (vec![0xF4, 0x8F, 0xBF, 0xBF], true),
+        (vec![0xF4, 0x90, 0x80, 0x80], false),
+        // 3.1 unexpected continuation bytes
+        (vec![0x80], false),
+        (vec![0xBF], false),
+        (vec![0x80, 0xBF], false),
+        (vec![0x80, 0xBF, 0x80, 0xBF, 0x80, 0xBF, 0x80], false),
+        ((0x80..=0xBF).collect(), false),
+        // 3.3 sequences with the last byte missing
+        (vec![0xC0], false),
+        (vec![0xE0, 0x80], false),
+        (vec![0xF0, 0x80, 0x80], false),
+        (vec![0xDF], false),
+        (vec![0xEF, 0xBF], false),
+        (vec![0xF7, 0xBF, 0xBF], false),
+        // 3.4 all of 3.3 concatenated
+        (
+            vec![
+                0xC0, 0xE0, 0x80, 0xF0, 0x80, 0x80, 0xDF, 0xEF, 0xBF, 0xF7, 0xBF, 0xBF,
+            ],
+            false,
+        ),
+        // 3.5 impossible bytes
+        (vec![0xFE], false),
+        (vec![0xFF], false),
+        (vec![0xFE, 0xFE, 0xFF, 0xFF], false),
+        // 4.1 overlong ASCII '/'
+        (vec![0xC0, 0xAF], false),
+        (vec![0xE0, 0x80, 0xAF], false),
+        (vec![0xF0, 0x80, 0x80, 0xAF], false),
+        // 4.2 maximum overlongs
+        (vec![0xC1, 0xBF], false),
+        (vec![0xE0, 0x9F, 0xBF], false),
+        (vec![0xF0, 0x8F, 0xBF, 0xBF], false),
+        // 4.3 overlong NUL
+        (vec![0xC0, 0x80], false),
+        (vec![0xE0, 0x80, 0x80], false),
+        (vec![0xF0, 0x80, 0x80, 0x80], false),
+        // 5.1 single UTF-16 surrogates
+        (vec![0xED, 0xA0, 0x80], false),
+        (vec![0xED, 0xAD, 0xBF], false),
+        (vec![0xED, 0xAE, 0x80], false),
+        (vec![0xED, 0xAF, 0xBF], false),
+        (vec![0xED, 0xB0, 0x80], false),
+        (vec![0xED, 0xBE, 0x80], false),
+        (vec![0xED, 0xBF, 0xBF], false),
+        // 5.2 paired surrogates
+        (vec![0xED, 0xA0, 0x80, 0xED, 0xB0, 0x80], false),
+        (vec![0xED, 0xAF, 0xBF, 0xED, 0xBF, 0xBF], false),
+        // 5.3 noncharacters are valid UTF-8
+        (vec![0xEF, 0xBF, 0xBE], true),
+        (vec![0xEF, 0xBF, 0xBF], true),
+        (vec![0xEF, 0xB7, 0x90], true),
+        (vec![0xF4, 0x8F, 0xBF, 0xBE], true),
+    ];
+    // 3.2 lonely start characters, each followed by a space
+    for lead in 0xC0..=0xFDu8 {
+        v.push((vec![lead, b' '], false));
+    }
+    v
+}
+
+#[test]
+fn kuhn_stress_cases_are_judged_like_std_in_short_and_long_contexts() {
+    for (bytes, valid) in kuhn_cases() {
+        assert_eq!(
+            std_result(&bytes).is_ok(),
+            valid,
+            "case table wrong for {bytes:x?}"
+        );
+        check_one_shot(&bytes);
+        // Inside a long ASCII text, at and across a 64-byte boundary.
+        for at in [0usize, 60, 63] {
+            let mut long = vec![b'x'; 130];
+            long.splice(at..at, bytes.iter().copied());
+            check_one_shot(&long);
+        }
+        check_stream(&bytes, &[bytes.len() / 2]);
+    }
+}
+
+/// Autobahn 6.3/6.4: a valid prefix, then a sequence that can never complete, sent in
+/// fragments; the error must surface in the fragment where it becomes certain.
+#[test]
+fn autobahn_6_x_fragmented_invalid_text_fails_in_the_right_fragment() {
+    let kosme: &[u8] = "\u{3ba}\u{1f79}\u{3c3}\u{3bc}\u{3b5}".as_bytes();
+    let mut msg = kosme.to_vec();
+    msg.extend_from_slice(&[0xF4, 0x90, 0x80, 0x80]);
+    msg.extend_from_slice(b"edited");
+    let k = kosme.len();
+    // 6.4.1: three fragments; 6.4.2: the bad lead ends fragment one; 6.4.3/6.4.4: split
+    // inside the sequence.
+    check_stream(&msg, &[k, k + 4]);
+    check_stream(&msg, &[k + 1]);
+    check_stream(&msg, &[k, k + 1, k + 2, k + 3, k + 4]);
+    // 6.3.1: a surrogate inside otherwise valid text.
+    let mut sur = kosme.to_vec();
+    sur.extend_from_slice(&[0xED, 0xA0, 0x80]);
+    sur.extend_from_slice(b"edited");
+    for cut in 0..=sur.len() {
+        check_stream(&sur, &[cut]);
+    }
+    // The same payloads padded past vector sizes.
+    let mut long = mixed_text(300, 2);
+    let p = long.len();
+    long.extend_from_slice(&msg);
+    long.extend_from_slice(&mixed_text(200, 4));
+    check_stream(&long, &[p + 1]);
+    check_stream(&long, &[p - 5, p + 2, p + 150]);
+    // Autobahn 6.4.x must fail even if the message never ends: the validator reports the
+    // error without `finish`.
+    let mut v = Validator::new();
+    assert!(v.feed(&[0xF4]).is_ok());
+    assert!(v.feed(&[0x90]).is_err());
+    let mut v = Validator::new();
+    assert!(v.feed(&[0xED, 0xA0]).is_err());
+}
+
+#[test]
+fn streaming_matches_std_at_every_split_point() {
+    let len = if cfg!(miri) { 40 } else { 200 };
+    let text = mixed_text(len, 13);
+    let mut bad = text.clone();
+    bad[len / 2] = 0xF5;
+    let truncated = &text[..text.len() - 1];
+    for msg in [&text[..], &bad[..], truncated] {
+        for cut in 0..=msg.len() {
+            check_stream(msg, &[cut]);
+        }
+    }
+}
+
+#[test]
+fn streaming_matches_std_under_random_chunking() {
+    let mut rng = Rng(1234);
+    let rounds = if cfg!(miri) { 6 } else { 400 };
+    for round in 0..rounds {
+        let len = rng.below(if cfg!(miri) { 150 } else { 700 });
+        let mut msg = mixed_text(len, round + 1)[..len].to_vec();
+        if round % 3 == 0 && len > 0 {
+            let at = rng.below(len);
+            msg[at] = rng.next_u64() as u8;
+        }
+        let mut cuts: Vec<usize> = (0..rng.below(6)).map(|_| rng.below(len + 1)).collect();
+        cuts.sort_unstable();
+        check_stream(&msg, &cuts);
+    }
+}
+
+#[test]
+fn validator_reset_and_finish_start_a_new_message() {
+    let mut v = Validator::new();
+    v.feed(&[0xE2, 0x82]).unwrap();
+    assert!(!v.is_complete());
+    let e = v.finish().unwrap_err();
+    assert_eq!((e.valid_up_to(), e.error_len()), (0, None));
+    assert!(v.is_complete());
+    v.feed(b"ok").unwrap();
+    v.feed(&[0xE2]).unwrap();
+    v.reset();
+    assert!(v.is_complete());
+    v.feed(b"fine").unwrap();
+    assert!(v.finish().is_ok());
+}
+
+#[test]
+fn unavailable_backends_return_none() {
+    for b in rapidws_simd::Backend::ALL {
+        assert_eq!(utf8::validate_with(b, b"abc").is_some(), b.is_available());
+        let mut v = Validator::new();
+        assert_eq!(v.feed_with(b, b"abc").is_some(), b.is_available());
+    }
+}
