@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Browser interop: headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
+# against a WebSocket echo server, see browser_test.js for what is checked.
+#
+#   bash tests/interop/browser.sh                 # against rapidws: builds and starts
+#                                                 # `--example echo_server` (127.0.0.1:9001)
+#   bash tests/interop/browser.sh ws://127.0.0.1:PORT/   # against a server already running
+#
+# Environment: BROWSER_SERVER_CMD runs that command (exec'd) as the server instead of the
+# example, still expected on 127.0.0.1:9001 (e.g. the Python peer:
+# "tests/interop/.venv/bin/python tests/interop/py_echo_server.py 9001"). CHROMIUM=/path
+# overrides the browser. Needs `apt-get install chromium` (.ci/run does that).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+port=9001
+
+if [[ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]]; then
+    echo "browser.sh: no Chromium at ${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)" >&2
+    exit 1
+fi
+bash "$here/setup.sh" >/dev/null
+
+server_pid=""
+cleanup() {
+    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+        kill "$server_pid" 2>/dev/null || true
+        for _ in $(seq 1 25); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.2; done
+        kill -9 "$server_pid" 2>/dev/null || true
+    fi
+    [[ -z "$server_pid" ]] || wait "$server_pid" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+url="${1:-}"
+if [[ -z "$url" ]]; then
+    if port_open "$port"; then
+        echo "browser.sh: something already listens on 127.0.0.1:$port; stop it first" >&2
+        exit 1
+    fi
+    if [[ -n "${BROWSER_SERVER_CMD:-}" ]]; then
+        cmd="$BROWSER_SERVER_CMD"
+    else
+        (cd "$repo" && cargo build --release --example echo_server)
+        exe="${CARGO_TARGET_DIR:-$repo/target}/release/examples/echo_server"
+        cmd="$(printf '%q' "$exe")"
+    fi
+    log="$(mktemp -t rapidws-browser-server.XXXXXX)"
+    echo "browser.sh: starting server: $cmd (log $log)"
+    (cd "$repo" && exec bash -c "exec $cmd") >"$log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 300); do
+        port_open "$port" && break
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            echo "browser.sh: the server exited before listening:" >&2
+            tail -n 20 "$log" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    port_open "$port" || { echo "browser.sh: nothing listens on $port after 30 s" >&2; exit 1; }
+    url="ws://127.0.0.1:$port/"
+fi
+
+rc=0
+node "$here/browser_test.js" "$url" || rc=$?
+if [[ -n "$server_pid" ]] && ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "browser.sh: the server died during the test:" >&2
+    tail -n 20 "$log" >&2
+    rc=1
+fi
+if [[ -n "$server_pid" ]] && grep -q "panicked at" "$log"; then
+    echo "browser.sh: the server panicked:" >&2
+    grep -m 3 -A 3 "panicked at" "$log" >&2
+    rc=1
+fi
+exit "$rc"

@@ -1,0 +1,144 @@
+#!/usr/bin/env node
+// Browser interop test: headless Debian Chromium, driven by playwright-core, talks to a
+// WebSocket echo server.
+//
+//   node tests/interop/browser_test.js ws://127.0.0.1:9001/
+//
+// Serves a page on 127.0.0.1 (a free port) whose script opens a WebSocket to the URL and
+// checks, in order: a text message with multi-byte characters, a binary message with every
+// byte value, a 4 MiB binary message, a burst of 1,000 small text messages sent without
+// waiting (echoes must come back complete and in order), then a close with 1000 that the
+// server must answer with 1000 (wasClean). Prints PASS and exits 0, or FAIL and exits 1.
+// Bounded by a 90 s timer. Chromium: CHROMIUM=/path (default /usr/bin/chromium).
+'use strict';
+const fs = require('node:fs');
+const http = require('node:http');
+const os = require('node:os');
+const path = require('node:path');
+const { chromium } = require('playwright-core');
+
+const wsUrl = process.argv[2];
+if (!wsUrl || !/^ws:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?\//.test(wsUrl)) {
+  console.error('usage: browser_test.js ws://127.0.0.1:PORT/   (loopback only)');
+  process.exit(2);
+}
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+const deadline = setTimeout(() => finish(false, 'timed out after 90 s'), 90_000);
+
+// The page's test, run in the browser. Resolves to {ok, log}.
+const PAGE = `<!doctype html>
+<meta charset="utf-8">
+<title>rapidws browser interop</title>
+<script>
+window.runTest = async function (url) {
+  const log = [];
+  const ws = new WebSocket(url);
+  ws.binaryType = 'arraybuffer';
+  const inbox = [];
+  let waiter = null;
+  let closeEvent = null;
+  let closeWaiter = null;
+  ws.onmessage = (e) => { inbox.push(e.data); if (waiter) { const w = waiter; waiter = null; w(); } };
+  ws.onclose = (e) => { closeEvent = e; if (waiter) { const w = waiter; waiter = null; w(); } if (closeWaiter) closeWaiter(); };
+  await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = () => reject(new Error('connection failed')); });
+  log.push('open; extensions: ' + (ws.extensions || 'none'));
+  async function recv() {
+    while (inbox.length === 0) {
+      if (closeEvent) throw new Error('closed early with ' + closeEvent.code);
+      await new Promise((r) => { waiter = r; });
+    }
+    return inbox.shift();
+  }
+  function sameBytes(a, b) {
+    if (!(a instanceof ArrayBuffer) || a.byteLength !== b.byteLength) return false;
+    const x = new Uint8Array(a), y = new Uint8Array(b);
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+    return true;
+  }
+  function pseudoRandom(n) {  // xorshift32, deterministic
+    const out = new Uint8Array(n);
+    let s = 0x9e3779b9;
+    for (let i = 0; i < n; i++) { s ^= s << 13; s ^= s >>> 17; s ^= s << 5; out[i] = s & 0xff; }
+    return out.buffer;
+  }
+
+  const text = 'héllo wörld — ✓ 𝄞 日本語 🚀';
+  ws.send(text);
+  const t = await recv();
+  if (t !== text) throw new Error('text echo differs: ' + JSON.stringify(t));
+  log.push('text ok');
+
+  const bin = new Uint8Array(1024);
+  for (let i = 0; i < bin.length; i++) bin[i] = i & 0xff;
+  ws.send(bin.buffer);
+  if (!sameBytes(await recv(), bin.buffer)) throw new Error('binary echo differs');
+  log.push('binary ok');
+
+  const big = pseudoRandom(4 << 20);
+  ws.send(big);
+  if (!sameBytes(await recv(), big)) throw new Error('4 MiB echo differs');
+  log.push('4 MiB ok');
+
+  const N = 1000;
+  for (let i = 0; i < N; i++) ws.send('burst ' + i + ' ✓');
+  for (let i = 0; i < N; i++) {
+    const m = await recv();
+    if (m !== 'burst ' + i + ' ✓') throw new Error('burst echo ' + i + ' differs: ' + JSON.stringify(m));
+  }
+  log.push('burst of ' + N + ' ok');
+
+  ws.close(1000, 'done');
+  if (!closeEvent) await new Promise((r) => { closeWaiter = r; });
+  if (closeEvent.code !== 1000 || !closeEvent.wasClean) {
+    throw new Error('close: code ' + closeEvent.code + ', wasClean ' + closeEvent.wasClean);
+  }
+  log.push('close 1000 ok');
+  return log;
+};
+</script>
+`;
+
+let server = null;
+let context = null;
+let userDataDir = null;
+let finished = false;
+
+async function finish(ok, message) {
+  if (finished) return;
+  finished = true;
+  clearTimeout(deadline);
+  console.log(ok ? 'PASS' : `FAIL: ${message}`);
+  try { if (context) await context.close(); } catch (_) { /* already gone */ }
+  if (server) server.close();
+  if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
+  process.exit(ok ? 0 : 1);
+}
+
+async function main() {
+  server = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+    res.end(PAGE);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const pageUrl = `http://127.0.0.1:${server.address().port}/`;
+
+  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rapidws-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath,
+    headless: true,
+    args: [
+      '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync',
+    ],
+  });
+  const page = context.pages()[0] || await context.newPage();
+  page.on('console', (m) => console.log(`[page] ${m.text()}`));
+  page.on('pageerror', (e) => console.log(`[page error] ${e.message}`));
+  await page.goto(pageUrl);
+  console.log(`chromium ${context.browser() ? context.browser().version() : ''} loaded ${pageUrl}; testing ${wsUrl}`);
+  const log = await page.evaluate((url) => window.runTest(url), wsUrl);
+  for (const line of log) console.log(`  ${line}`);
+  await finish(true);
+}
+
+main().catch((e) => finish(false, e.message.split('\n')[0]));

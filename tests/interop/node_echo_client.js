@@ -1,0 +1,69 @@
+#!/usr/bin/env node
+// Echo client peer (Node `ws`), for rapidws interop tests.
+//
+//   node tests/interop/node_echo_client.js ws://127.0.0.1:PORT/ [--no-compression]
+//
+// Connects (offering permessage-deflate unless --no-compression), sends a text message with
+// multi-byte characters, a binary message with every byte value and a 16 MiB binary message,
+// checks each echo is identical and of the same type, closes with 1000 and checks the
+// server answered 1000. Prints PASS and exits 0, or prints what failed and exits 1.
+// Bounded by a 60 s timer.
+'use strict';
+const crypto = require('node:crypto');
+const WebSocket = require('ws');
+
+const url = process.argv[2];
+if (!url) {
+  console.error('usage: node_echo_client.js URL [--no-compression]');
+  process.exit(2);
+}
+const compression = !process.argv.includes('--no-compression');
+
+function fail(msg) {
+  console.error(`FAIL: ${msg}`);
+  process.exit(1);
+}
+setTimeout(() => fail('timed out after 60 s'), 60_000).unref();
+
+// Deterministic pseudo-random 16 MiB: SHA-256 in counter mode.
+function pseudoRandom(len) {
+  const out = Buffer.alloc(len);
+  for (let off = 0, i = 0; off < len; off += 32, i++) {
+    crypto.createHash('sha256').update(`rapidws-${i}`).digest().copy(out, off);
+  }
+  return out;
+}
+
+const messages = [
+  { data: 'héllo wörld — ✓ 𝄞 日本語 🚀', binary: false },
+  { data: Buffer.from(Array.from({ length: 1024 }, (_, i) => i % 256)), binary: true },
+  { data: pseudoRandom(16 << 20), binary: true },
+];
+
+const ws = new WebSocket(url, { perMessageDeflate: compression, maxPayload: 64 << 20 });
+let next = 0;
+ws.on('open', () => {
+  console.log(`connected to ${url}; extensions: ${ws.extensions || 'none'}`);
+  ws.send(messages[0].data, { binary: messages[0].binary });
+});
+ws.on('message', (data, isBinary) => {
+  const want = messages[next];
+  const got = isBinary ? data : data.toString('utf8');
+  const same = isBinary === want.binary &&
+    (isBinary ? Buffer.compare(got, want.data) === 0 : got === want.data);
+  if (!same) fail(`echo ${next} mismatch (binary=${isBinary}, ${data.length} bytes)`);
+  console.log(`echoed message ${next} (${data.length} bytes)`);
+  next += 1;
+  if (next < messages.length) {
+    ws.send(messages[next].data, { binary: messages[next].binary });
+  } else {
+    ws.close(1000, 'done');
+  }
+});
+ws.on('close', (code) => {
+  if (next !== messages.length) fail(`closed with ${code} after ${next} echoes`);
+  if (code !== 1000) fail(`server answered the close with ${code}, want 1000`);
+  console.log('PASS');
+  process.exit(0);
+});
+ws.on('error', (err) => fail(err.message));
