@@ -1,1 +1,246 @@
-//! codec (work in progress).
+//! WebSocket frames (RFC 6455 section 5): an incremental [`Decoder`] and an [`Encoder`].
+//!
+//! The decoder works on a caller-owned, mutable receive buffer. It parses a header as soon
+//! as its bytes are there, then unmasks (and, for text, UTF-8-validates) the payload in
+//! place while it arrives, so a frame is never rescanned and a bad text message fails at
+//! the first chunk where the error is certain. Every protocol rule of RFC 6455 section 5 is
+//! enforced here, and each violation is a [`ProtocolError`] that maps to its close code.
+//!
+//! The encoder writes a header into a fixed `[u8; 14]` ([`HeaderBuf`]) and leaves the
+//! payload where it is, so an IO layer can send header and payload in one vectored write.
+
+mod decoder;
+mod encoder;
+
+pub use decoder::{ControlFrame, DataChunk, Decoded, Decoder, DecoderConfig, Item};
+pub use encoder::{Encoder, HeaderBuf, MaskKeys, PreparedFrame, RandomError, encode_header};
+
+use core::fmt;
+
+/// Default largest frame payload accepted: 16 MiB.
+pub const DEFAULT_MAX_FRAME_SIZE: usize = 16 << 20;
+/// Default largest message accepted (after inflation when compressed): 64 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 << 20;
+/// Largest control frame payload (RFC 6455 5.5).
+pub const MAX_CONTROL_PAYLOAD: usize = 125;
+/// Largest frame header: 2 bytes, 8 bytes of extended length, 4 bytes of mask key.
+pub const MAX_HEADER_LEN: usize = 14;
+
+/// A frame opcode (RFC 6455 5.2). Reserved opcodes are refused by the decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpCode {
+    /// 0x0: continues a fragmented data message.
+    Continuation,
+    /// 0x1: first frame of a text message.
+    Text,
+    /// 0x2: first frame of a binary message.
+    Binary,
+    /// 0x8: close.
+    Close,
+    /// 0x9: ping.
+    Ping,
+    /// 0xA: pong.
+    Pong,
+}
+
+impl OpCode {
+    /// The opcode for its 4-bit wire value; `None` for reserved values.
+    pub fn from_u8(v: u8) -> Option<OpCode> {
+        Some(match v {
+            0x0 => OpCode::Continuation,
+            0x1 => OpCode::Text,
+            0x2 => OpCode::Binary,
+            0x8 => OpCode::Close,
+            0x9 => OpCode::Ping,
+            0xA => OpCode::Pong,
+            _ => return None,
+        })
+    }
+
+    /// The 4-bit wire value.
+    pub fn as_u8(self) -> u8 {
+        match self {
+            OpCode::Continuation => 0x0,
+            OpCode::Text => 0x1,
+            OpCode::Binary => 0x2,
+            OpCode::Close => 0x8,
+            OpCode::Ping => 0x9,
+            OpCode::Pong => 0xA,
+        }
+    }
+
+    /// True for close, ping and pong.
+    pub fn is_control(self) -> bool {
+        self.as_u8() & 0x8 != 0
+    }
+}
+
+/// The kind of a data message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MessageKind {
+    /// UTF-8 text (validated on receipt).
+    Text,
+    /// Arbitrary bytes.
+    Binary,
+}
+
+impl MessageKind {
+    /// The opcode of the message's first frame.
+    pub fn opcode(self) -> OpCode {
+        match self {
+            MessageKind::Text => OpCode::Text,
+            MessageKind::Binary => OpCode::Binary,
+        }
+    }
+}
+
+/// The kind of a control frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControlKind {
+    /// Close (0x8).
+    Close,
+    /// Ping (0x9).
+    Ping,
+    /// Pong (0xA).
+    Pong,
+}
+
+/// A close status code (RFC 6455 7.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CloseCode(pub u16);
+
+impl CloseCode {
+    /// 1000: normal closure.
+    pub const NORMAL: CloseCode = CloseCode(1000);
+    /// 1001: the endpoint is going away.
+    pub const GOING_AWAY: CloseCode = CloseCode(1001);
+    /// 1002: protocol error.
+    pub const PROTOCOL: CloseCode = CloseCode(1002);
+    /// 1003: a data type the endpoint cannot accept.
+    pub const UNSUPPORTED: CloseCode = CloseCode(1003);
+    /// 1007: data inconsistent with the message type (invalid UTF-8 in text).
+    pub const INVALID_DATA: CloseCode = CloseCode(1007);
+    /// 1008: policy violation.
+    pub const POLICY: CloseCode = CloseCode(1008);
+    /// 1009: message too big.
+    pub const TOO_BIG: CloseCode = CloseCode(1009);
+    /// 1010: a required extension was not negotiated.
+    pub const EXTENSION: CloseCode = CloseCode(1010);
+    /// 1011: internal error.
+    pub const INTERNAL: CloseCode = CloseCode(1011);
+
+    /// Whether this code may appear in a close frame on the wire (RFC 6455 7.4.1, 7.4.2):
+    /// 1000-1003, 1007-1011 and the registered/private range 3000-4999. 1004-1006 and
+    /// 1015 are reserved and MUST NOT be sent; everything else is unassigned.
+    pub fn is_valid_on_wire(self) -> bool {
+        matches!(self.0, 1000..=1003 | 1007..=1011 | 3000..=4999)
+    }
+}
+
+impl From<u16> for CloseCode {
+    fn from(v: u16) -> Self {
+        CloseCode(v)
+    }
+}
+
+impl fmt::Display for CloseCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A received frame that breaks RFC 6455. Each maps to the close code the connection
+/// sends before failing ([`ProtocolError::close_code`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// A reserved bit set that no negotiated extension defines.
+    ReservedBits,
+    /// A reserved opcode.
+    UnknownOpcode(u8),
+    /// A control frame with more than 125 bytes of payload.
+    ControlFrameTooLong,
+    /// A control frame without FIN.
+    FragmentedControlFrame,
+    /// A continuation frame with no message in progress.
+    UnexpectedContinuation,
+    /// A text or binary frame while a fragmented message is in progress.
+    ExpectedContinuation,
+    /// An unmasked frame sent to a server.
+    UnmaskedFrame,
+    /// A masked frame sent to a client.
+    MaskedFrame,
+    /// A 64-bit payload length with its most significant bit set.
+    LengthOverflow,
+    /// A close frame with a 1-byte payload.
+    InvalidClosePayload,
+    /// A close frame with a code that may not be sent.
+    InvalidCloseCode(u16),
+    /// A text message or close reason that is not UTF-8.
+    InvalidUtf8,
+    /// A frame larger than the configured maximum frame size.
+    FrameTooLarge,
+    /// A message larger than the configured maximum message size.
+    MessageTooLarge,
+}
+
+impl ProtocolError {
+    /// The close code to send for this error: 1007 for bad UTF-8, 1009 for size limits,
+    /// 1002 for everything else.
+    pub fn close_code(&self) -> CloseCode {
+        match self {
+            ProtocolError::InvalidUtf8 => CloseCode::INVALID_DATA,
+            ProtocolError::FrameTooLarge | ProtocolError::MessageTooLarge => CloseCode::TOO_BIG,
+            _ => CloseCode::PROTOCOL,
+        }
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::ReservedBits => f.write_str("reserved bits set without an extension"),
+            ProtocolError::UnknownOpcode(op) => write!(f, "reserved opcode {op:#x}"),
+            ProtocolError::ControlFrameTooLong => f.write_str("control frame over 125 bytes"),
+            ProtocolError::FragmentedControlFrame => f.write_str("fragmented control frame"),
+            ProtocolError::UnexpectedContinuation => {
+                f.write_str("continuation frame without a message in progress")
+            }
+            ProtocolError::ExpectedContinuation => {
+                f.write_str("new data frame inside a fragmented message")
+            }
+            ProtocolError::UnmaskedFrame => f.write_str("unmasked frame from a client"),
+            ProtocolError::MaskedFrame => f.write_str("masked frame from a server"),
+            ProtocolError::LengthOverflow => f.write_str("payload length has its high bit set"),
+            ProtocolError::InvalidClosePayload => f.write_str("close frame with a 1-byte payload"),
+            ProtocolError::InvalidCloseCode(c) => write!(f, "invalid close code {c}"),
+            ProtocolError::InvalidUtf8 => f.write_str("invalid UTF-8 in text"),
+            ProtocolError::FrameTooLarge => f.write_str("frame exceeds the size limit"),
+            ProtocolError::MessageTooLarge => f.write_str("message exceeds the size limit"),
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Checks a received close payload (RFC 6455 5.5.1, 7.4): empty, or a valid code
+/// followed by a UTF-8 reason. Returns the code, if any.
+pub fn parse_close_payload(payload: &[u8]) -> Result<Option<(CloseCode, &str)>, ProtocolError> {
+    match payload.len() {
+        0 => Ok(None),
+        // RFC 6455 5.5.1: "If there is a body, the first two bytes of the body MUST be a
+        // 2-byte unsigned integer ... representing a status code"; one byte cannot be one.
+        1 => Err(ProtocolError::InvalidClosePayload),
+        _ => {
+            let code = CloseCode(u16::from_be_bytes([payload[0], payload[1]]));
+            if !code.is_valid_on_wire() {
+                return Err(ProtocolError::InvalidCloseCode(code.0));
+            }
+            // RFC 6455 5.5.1: the reason "is not guaranteed to be human readable" but it
+            // is UTF-8-encoded data; 8.1 makes invalid UTF-8 a failure.
+            let reason =
+                core::str::from_utf8(&payload[2..]).map_err(|_| ProtocolError::InvalidUtf8)?;
+            Ok(Some((code, reason)))
+        }
+    }
+}

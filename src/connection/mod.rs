@@ -1,1 +1,916 @@
-//! connection (work in progress).
+//! The sans-IO WebSocket connection: bytes and time in, events and bytes out.
+//!
+//! See [`Connection`] for the call order.
+
+mod types;
+
+pub use types::{
+    CloseFrame, Config, Delivery, Error, Event, Message, OwnedEvent, SendError, Timeout, Transmit,
+};
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::time::Instant;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::Role;
+#[cfg(feature = "deflate")]
+use crate::codec::ProtocolError;
+use crate::codec::{
+    CloseCode, ControlKind, DataChunk, Decoder, DecoderConfig, Encoder, Item, MAX_CONTROL_PAYLOAD,
+    MessageKind, OpCode, PreparedFrame, parse_close_payload,
+};
+#[cfg(feature = "deflate")]
+use crate::deflate::PerMessageDeflate;
+
+/// A WebSocket connection after the handshake, for either role, with no IO and no clock.
+///
+/// # Call order
+///
+/// 1. **Bytes arrive**: append them with [`handle_bytes`](Self::handle_bytes), or read
+///    straight into [`recv_buffer`](Self::recv_buffer) and then call
+///    [`handle_received`](Self::handle_received). Then call
+///    [`poll_event`](Self::poll_event) (or [`poll_event_owned`](Self::poll_event_owned))
+///    until it returns `None`. A borrowed event's payload lives until the next call on the
+///    connection.
+/// 2. **Output**: after anything that may produce output (received bytes: automatic pongs
+///    and close echoes; sends; timeouts), take frames with
+///    [`poll_transmit`](Self::poll_transmit) until `None` and write them in order.
+///    [`has_pending_output`](Self::has_pending_output) says whether there is any.
+/// 3. **Time**: [`poll_timeout`](Self::poll_timeout) says when the next timer is due;
+///    call [`handle_timeout`](Self::handle_timeout) then (or later), poll events (a
+///    timeout is reported there as an error) and poll output (a keepalive ping).
+/// 4. **Sending**: [`send`](Self::send), [`send_bytes`](Self::send_bytes),
+///    [`begin_message`](Self::begin_message)/[`send_chunk`](Self::send_chunk)/
+///    [`end_message`](Self::end_message), [`ping`](Self::ping), [`pong`](Self::pong),
+///    [`close`](Self::close), [`send_prepared`](Self::send_prepared) queue frames.
+///
+/// # Close
+///
+/// Calling [`close`](Self::close) queues our close; from then on sends fail with
+/// [`SendError::Closed`] and received data frames are discarded while the peer's close is
+/// awaited (at most [`Config::close_timeout`]). The peer's close is reported as
+/// [`Event::Close`] and, unless [`Config::auto_close`] is off, echoed. Once both closes
+/// have passed, [`is_closed`](Self::is_closed) is true: flush the output, then close the
+/// transport (RFC 6455 7.1.1: the server closes TCP first; a client waits for it, within
+/// a timeout of its own). On a protocol error, [`poll_event`](Self::poll_event) returns it
+/// once, a close frame with its code is queued, and the connection is closed at once.
+pub struct Connection {
+    role: Role,
+    config: Config,
+    decoder: Decoder,
+    encoder: Encoder,
+    /// Received bytes not yet consumed.
+    rx: BytesMut,
+    /// Bytes at the front of `rx` that the last event borrowed; dropped at the next call.
+    rx_pending: usize,
+    /// A whole message being assembled (Delivery::Whole, fragmented or compressed).
+    msg: Vec<u8>,
+    /// `msg` was delivered; cleared at the next call.
+    msg_delivered: bool,
+    /// Inflated bytes of one chunk (Delivery::Chunks, compressed).
+    #[cfg(feature = "deflate")]
+    scratch: Vec<u8>,
+    /// A chunk of the current incoming message has been delivered (Delivery::Chunks).
+    chunk_started: bool,
+    /// Payload arena for copied (and masked) outgoing payloads.
+    wbuf: BytesMut,
+    /// Pings and pongs: they may pass queued data frames.
+    control_out: VecDeque<Transmit>,
+    /// Data frames and the close, in order.
+    data_out: VecDeque<Transmit>,
+    /// The fragmented message we are sending.
+    sending: Option<OutMessage>,
+    close_sent: bool,
+    close_received: bool,
+    failed: bool,
+    pending_error: Option<Error>,
+    now: Instant,
+    last_rx: Instant,
+    ping_sent_at: Option<Instant>,
+    close_sent_at: Option<Instant>,
+    #[cfg(feature = "deflate")]
+    deflate: Option<PerMessageDeflate>,
+    /// Validates inflated text.
+    #[cfg(feature = "deflate")]
+    inflate_utf8: rapidws_simd::utf8::Validator,
+    /// Inflated bytes of the current message (Delivery::Chunks).
+    #[cfg(feature = "deflate")]
+    inflated: usize,
+}
+
+impl core::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Connection")
+            .field("role", &self.role)
+            .field("buffered", &self.rx.len())
+            .field(
+                "queued_frames",
+                &(self.control_out.len() + self.data_out.len()),
+            )
+            .field("close_sent", &self.close_sent)
+            .field("close_received", &self.close_received)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct OutMessage {
+    kind: MessageKind,
+    first: bool,
+    #[cfg(feature = "deflate")]
+    compressed: bool,
+}
+
+/// Where a delivered payload lives.
+#[derive(Clone, Debug)]
+enum Loc {
+    /// In `rx`, inside the first `rx_pending` bytes.
+    Rx(Range<usize>),
+    /// `msg`, whole.
+    Msg,
+    /// `scratch`, whole.
+    #[cfg(feature = "deflate")]
+    Scratch,
+}
+
+#[derive(Clone, Debug)]
+enum Raw {
+    Data {
+        kind: MessageKind,
+        loc: Loc,
+        first: bool,
+        fin: bool,
+    },
+    Ping(Range<usize>),
+    Pong(Range<usize>),
+    Close(Range<usize>),
+}
+
+impl Connection {
+    /// A connection for `role`, opened at `now`. Buffers are allocated when first needed.
+    pub fn new(role: Role, config: Config, now: Instant) -> Self {
+        let mut dc = DecoderConfig::new(role);
+        dc.max_frame_size = config.max_frame_size;
+        dc.max_message_size = config.max_message_size;
+        Connection {
+            role,
+            config,
+            decoder: Decoder::new(dc),
+            encoder: Encoder::new(role),
+            rx: BytesMut::new(),
+            rx_pending: 0,
+            msg: Vec::new(),
+            msg_delivered: false,
+            #[cfg(feature = "deflate")]
+            scratch: Vec::new(),
+            chunk_started: false,
+            wbuf: BytesMut::new(),
+            control_out: VecDeque::new(),
+            data_out: VecDeque::new(),
+            sending: None,
+            close_sent: false,
+            close_received: false,
+            failed: false,
+            pending_error: None,
+            now,
+            last_rx: now,
+            ping_sent_at: None,
+            close_sent_at: None,
+            #[cfg(feature = "deflate")]
+            deflate: None,
+            #[cfg(feature = "deflate")]
+            inflate_utf8: rapidws_simd::utf8::Validator::new(),
+            #[cfg(feature = "deflate")]
+            inflated: 0,
+        }
+    }
+
+    /// Turns permessage-deflate on, with the codec for the parameters agreed in the
+    /// handshake. Call before any data is exchanged.
+    #[cfg(feature = "deflate")]
+    pub fn set_deflate(&mut self, deflate: PerMessageDeflate) {
+        self.deflate = Some(deflate);
+        self.decoder.set_rsv1_allowed(true);
+    }
+
+    /// This end's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// True once both closes have passed, a protocol error or timeout failed the
+    /// connection, or nothing more can happen. Flush the output, then drop the transport.
+    pub fn is_closed(&self) -> bool {
+        self.failed || (self.close_sent && self.close_received)
+    }
+
+    /// True once our close frame was queued (sends are refused from then on).
+    pub fn close_sent(&self) -> bool {
+        self.close_sent
+    }
+
+    /// True once the peer's close frame was received.
+    pub fn close_received(&self) -> bool {
+        self.close_received
+    }
+
+    // ----- input -----
+
+    /// Appends received bytes. `now` is the time they arrived.
+    pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
+        self.release();
+        if self.input_done() || data.is_empty() {
+            return;
+        }
+        self.rx.extend_from_slice(data);
+        self.note_received(now);
+    }
+
+    /// The receive buffer, for reading into it without a copy: reserve, append (never
+    /// change what is already there), then call [`handle_received`](Self::handle_received).
+    pub fn recv_buffer(&mut self) -> &mut BytesMut {
+        self.release();
+        &mut self.rx
+    }
+
+    /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
+    pub fn handle_received(&mut self, now: Instant) {
+        if self.input_done() {
+            self.rx = BytesMut::new();
+            return;
+        }
+        self.note_received(now);
+    }
+
+    fn note_received(&mut self, now: Instant) {
+        self.now = now;
+        self.last_rx = now;
+        // Any bytes prove the peer alive: the keepalive ping has done its job.
+        self.ping_sent_at = None;
+    }
+
+    /// Nothing received from now on matters: the peer closed, or we failed.
+    fn input_done(&self) -> bool {
+        self.failed || self.close_received
+    }
+
+    /// Drops what the previous event borrowed.
+    fn release(&mut self) {
+        if self.rx_pending > 0 {
+            self.rx.advance(self.rx_pending);
+            self.rx_pending = 0;
+        }
+        if self.msg_delivered {
+            self.msg.clear();
+            self.msg_delivered = false;
+        }
+    }
+
+    /// The next event, with payload borrowed until the next call; `None` when more bytes
+    /// are needed or nothing more will come. An error is returned once, and closes the
+    /// connection.
+    pub fn poll_event(&mut self) -> Option<Result<Event<'_>, Error>> {
+        let raw = match self.next_raw()? {
+            Ok(raw) => raw,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(match raw {
+            Raw::Data {
+                kind,
+                loc,
+                first,
+                fin,
+            } => {
+                let data = self.slice(&loc);
+                match self.config.delivery {
+                    Delivery::Whole => Event::Message(Message { kind, data }),
+                    Delivery::Chunks => Event::Chunk {
+                        kind,
+                        data,
+                        first,
+                        fin,
+                    },
+                }
+            }
+            Raw::Ping(r) => Event::Ping(&self.rx[r]),
+            Raw::Pong(r) => Event::Pong(&self.rx[r]),
+            Raw::Close(r) => Event::Close(
+                parse_close_payload(&self.rx[r])
+                    .ok()
+                    .flatten()
+                    .map(|(code, reason)| CloseFrame { code, reason }),
+            ),
+        }))
+    }
+
+    /// [`poll_event`](Self::poll_event) with owned payloads. A single-frame message is
+    /// handed over without a copy (split off the receive buffer).
+    pub fn poll_event_owned(&mut self) -> Option<Result<OwnedEvent, Error>> {
+        let raw = match self.next_raw()? {
+            Ok(raw) => raw,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(match raw {
+            Raw::Data {
+                kind,
+                loc,
+                first,
+                fin,
+            } => {
+                let data = self.take(loc);
+                match self.config.delivery {
+                    Delivery::Whole => OwnedEvent::Message { kind, data },
+                    Delivery::Chunks => OwnedEvent::Chunk {
+                        kind,
+                        data,
+                        first,
+                        fin,
+                    },
+                }
+            }
+            Raw::Ping(r) => OwnedEvent::Ping(self.take(Loc::Rx(r))),
+            Raw::Pong(r) => OwnedEvent::Pong(self.take(Loc::Rx(r))),
+            Raw::Close(r) => OwnedEvent::Close(
+                parse_close_payload(&self.rx[r])
+                    .ok()
+                    .flatten()
+                    .map(|(code, reason)| (code, reason.to_owned())),
+            ),
+        }))
+    }
+
+    fn slice(&self, loc: &Loc) -> &[u8] {
+        match loc {
+            Loc::Rx(r) => &self.rx[r.clone()],
+            Loc::Msg => &self.msg,
+            #[cfg(feature = "deflate")]
+            Loc::Scratch => &self.scratch,
+        }
+    }
+
+    fn take(&mut self, loc: Loc) -> Bytes {
+        match loc {
+            Loc::Rx(r) => {
+                let frame = self.rx.split_to(self.rx_pending).freeze();
+                self.rx_pending = 0;
+                frame.slice(r)
+            }
+            Loc::Msg => {
+                self.msg_delivered = false;
+                Bytes::from(core::mem::take(&mut self.msg))
+            }
+            #[cfg(feature = "deflate")]
+            Loc::Scratch => Bytes::copy_from_slice(&self.scratch),
+        }
+    }
+
+    fn next_raw(&mut self) -> Option<Result<Raw, Error>> {
+        self.release();
+        if let Some(e) = self.pending_error.take() {
+            return Some(Err(e));
+        }
+        if self.input_done() {
+            return None;
+        }
+        loop {
+            let decoded = match self.decoder.decode(&mut self.rx[..]) {
+                Ok(d) => d,
+                Err(e) => return Some(Err(self.fail(Error::Protocol(e)))),
+            };
+            let consumed = decoded.consumed;
+            let Some(item) = decoded.item else {
+                self.rx.advance(consumed);
+                return None;
+            };
+            match item {
+                Item::Data(chunk) => {
+                    if self.close_sent {
+                        // RFC 6455 1.4: after sending a close we only wait for the peer's;
+                        // data still in flight from it is discarded.
+                        self.rx.advance(consumed);
+                        continue;
+                    }
+                    match self.data(chunk, consumed) {
+                        Ok(Some(raw)) => return Some(Ok(raw)),
+                        Ok(None) => continue,
+                        Err(e) => return Some(Err(self.fail(e))),
+                    }
+                }
+                Item::Control(frame) => {
+                    self.rx_pending = consumed;
+                    let payload = frame.payload;
+                    return Some(Ok(match frame.kind {
+                        ControlKind::Ping => {
+                            // RFC 6455 5.5.2: "Upon receipt of a Ping frame, an endpoint MUST
+                            // send a Pong frame in response" with "identical Application data".
+                            if self.config.auto_pong && !self.close_sent {
+                                let data = Bytes::copy_from_slice(&self.rx[payload.clone()]);
+                                // The payload is at most 125 bytes, so this cannot fail on
+                                // length; a random-source failure only loses this pong.
+                                let _ = self.queue_control(OpCode::Pong, data);
+                            }
+                            Raw::Ping(payload)
+                        }
+                        ControlKind::Pong => Raw::Pong(payload),
+                        ControlKind::Close => {
+                            self.close_received = true;
+                            // RFC 6455 5.5.1: "If an endpoint receives a Close frame and did
+                            // not previously send a Close frame, the endpoint MUST send a
+                            // Close frame in response", typically echoing the status code.
+                            if !self.close_sent && self.config.auto_close {
+                                let code = parse_close_payload(&self.rx[payload.clone()])
+                                    .ok()
+                                    .flatten()
+                                    .map(|(c, _)| c);
+                                let _ = self.queue_close(code, "");
+                            }
+                            Raw::Close(payload)
+                        }
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Handles a data chunk; `None` when nothing is to be delivered yet.
+    fn data(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
+        #[cfg(feature = "deflate")]
+        if chunk.compressed {
+            return self.inflate(chunk, consumed);
+        }
+        let kind = chunk.kind;
+        match self.config.delivery {
+            Delivery::Whole => {
+                if chunk.first && chunk.message_end {
+                    // The whole message is in the receive buffer: lend it, no copy.
+                    self.rx_pending = consumed;
+                    return Ok(Some(Raw::Data {
+                        kind,
+                        loc: Loc::Rx(chunk.payload),
+                        first: true,
+                        fin: true,
+                    }));
+                }
+                self.msg.extend_from_slice(&self.rx[chunk.payload]);
+                self.rx.advance(consumed);
+                if chunk.message_end {
+                    self.msg_delivered = true;
+                    return Ok(Some(Raw::Data {
+                        kind,
+                        loc: Loc::Msg,
+                        first: true,
+                        fin: true,
+                    }));
+                }
+                Ok(None)
+            }
+            Delivery::Chunks => {
+                if chunk.payload.is_empty() && !chunk.message_end {
+                    self.rx.advance(consumed);
+                    return Ok(None);
+                }
+                let first = !self.chunk_started;
+                self.chunk_started = !chunk.message_end;
+                self.rx_pending = consumed;
+                Ok(Some(Raw::Data {
+                    kind,
+                    loc: Loc::Rx(chunk.payload),
+                    first,
+                    fin: chunk.message_end,
+                }))
+            }
+        }
+    }
+
+    /// Inflates a compressed chunk; the size limit applies to the inflated bytes.
+    #[cfg(feature = "deflate")]
+    fn inflate(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
+        let Some(pmd) = self.deflate.as_mut() else {
+            // The decoder refuses RSV1 unless deflate was set.
+            return Err(Error::Protocol(ProtocolError::ReservedBits));
+        };
+        let input = &self.rx[chunk.payload.clone()];
+        let max = self.config.max_message_size;
+        let (out, start) = match self.config.delivery {
+            Delivery::Whole => {
+                let start = self.msg.len();
+                pmd.decompress(input, chunk.message_end, &mut self.msg, max)
+                    .map_err(Error::Deflate)?;
+                (&self.msg, start)
+            }
+            Delivery::Chunks => {
+                self.scratch.clear();
+                let budget = max.saturating_sub(self.inflated);
+                pmd.decompress(input, chunk.message_end, &mut self.scratch, budget)
+                    .map_err(Error::Deflate)?;
+                self.inflated += self.scratch.len();
+                (&self.scratch, 0)
+            }
+        };
+        if chunk.kind == MessageKind::Text {
+            // RFC 7692 + RFC 6455 8.1: text is validated after inflation, failing fast.
+            self.inflate_utf8
+                .feed(&out[start..])
+                .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
+            if chunk.message_end {
+                self.inflate_utf8
+                    .finish()
+                    .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
+            }
+        }
+        let produced = out.len() > start;
+        self.rx.advance(consumed);
+        let kind = chunk.kind;
+        match self.config.delivery {
+            Delivery::Whole => {
+                if chunk.message_end {
+                    self.msg_delivered = true;
+                    return Ok(Some(Raw::Data {
+                        kind,
+                        loc: Loc::Msg,
+                        first: true,
+                        fin: true,
+                    }));
+                }
+                Ok(None)
+            }
+            Delivery::Chunks => {
+                if !produced && !chunk.message_end {
+                    return Ok(None);
+                }
+                let first = !self.chunk_started;
+                self.chunk_started = !chunk.message_end;
+                if chunk.message_end {
+                    self.inflated = 0;
+                }
+                Ok(Some(Raw::Data {
+                    kind,
+                    loc: Loc::Scratch,
+                    first,
+                    fin: chunk.message_end,
+                }))
+            }
+        }
+    }
+
+    /// Fails the connection (RFC 6455 7.1.7): queue a close with the error's code if we
+    /// have not sent one, and stop.
+    fn fail(&mut self, e: Error) -> Error {
+        if !self.close_sent
+            && let Some(code) = e.close_code()
+        {
+            let _ = self.queue_close(Some(code), "");
+        }
+        self.failed = true;
+        self.rx = BytesMut::new();
+        self.rx_pending = 0;
+        self.msg = Vec::new();
+        e
+    }
+
+    // ----- time -----
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_closed() {
+            return None;
+        }
+        let c = &self.config;
+        let mut next: Option<Instant> = None;
+        let mut add = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if self.close_sent {
+            add(self.close_sent_at.zip(c.close_timeout).map(|(t, d)| t + d));
+            return next;
+        }
+        match self.ping_sent_at {
+            Some(at) => add(c.pong_timeout.map(|d| at + d)),
+            None => add(c.keepalive_interval.map(|d| self.last_rx + d)),
+        }
+        add(c.idle_timeout.map(|d| self.last_rx + d));
+        next
+    }
+
+    /// Runs the timers due at `now`: a keepalive ping is queued, or a timeout fails the
+    /// connection (reported by the next [`poll_event`](Self::poll_event)).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        if self.is_closed() {
+            return;
+        }
+        let c = &self.config;
+        let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+        if self.close_sent {
+            if due(self.close_sent_at.zip(c.close_timeout).map(|(t, d)| t + d)) {
+                self.failed = true;
+                self.pending_error = Some(Error::Timeout(Timeout::Close));
+            }
+            return;
+        }
+        if due(c.idle_timeout.map(|d| self.last_rx + d)) {
+            let e = self.fail(Error::Timeout(Timeout::Idle));
+            self.pending_error = Some(e);
+            return;
+        }
+        match self.ping_sent_at {
+            Some(at) => {
+                if due(c.pong_timeout.map(|d| at + d)) {
+                    let e = self.fail(Error::Timeout(Timeout::Pong));
+                    self.pending_error = Some(e);
+                }
+            }
+            None => {
+                if due(c.keepalive_interval.map(|d| self.last_rx + d))
+                    && self.queue_control(OpCode::Ping, Bytes::new()).is_ok()
+                {
+                    self.ping_sent_at = Some(now);
+                }
+            }
+        }
+    }
+
+    // ----- output -----
+
+    /// The next frame to write, if any. Pings and pongs may pass queued data frames;
+    /// everything else keeps its order.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.control_out
+            .pop_front()
+            .or_else(|| self.data_out.pop_front())
+    }
+
+    /// True when [`poll_transmit`](Self::poll_transmit) has something.
+    pub fn has_pending_output(&self) -> bool {
+        !self.control_out.is_empty() || !self.data_out.is_empty()
+    }
+
+    /// Appends all pending output to `out` (for blocking IO and tests).
+    pub fn write_pending(&mut self, out: &mut Vec<u8>) {
+        while let Some(t) = self.poll_transmit() {
+            out.extend_from_slice(t.header());
+            out.extend_from_slice(t.payload());
+        }
+    }
+
+    // ----- sending -----
+
+    fn check_open(&self) -> Result<(), SendError> {
+        // RFC 6455 5.5.1: "After sending a Close frame, the application MUST NOT send any
+        // more data frames."
+        if self.close_sent || self.failed {
+            Err(SendError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends a whole message (copied; masked for clients; compressed when deflate is on
+    /// and the policy says so).
+    pub fn send(&mut self, kind: MessageKind, payload: &[u8]) -> Result<(), SendError> {
+        self.check_open()?;
+        if self.sending.is_some() {
+            return Err(SendError::MessageInProgress);
+        }
+        #[cfg(feature = "deflate")]
+        if let Some(pmd) = self.deflate.as_mut() {
+            let mut out = Vec::new();
+            if pmd
+                .compress(payload, &mut out)
+                .map_err(SendError::Deflate)?
+            {
+                return self.queue_owned(true, true, kind.opcode(), out.into());
+            }
+        }
+        let t = self.frame_slice(true, false, kind.opcode(), payload)?;
+        self.data_out.push_back(t);
+        Ok(())
+    }
+
+    /// Sends a text message.
+    pub fn send_text(&mut self, text: &str) -> Result<(), SendError> {
+        self.send(MessageKind::Text, text.as_bytes())
+    }
+
+    /// Sends a binary message.
+    pub fn send_binary(&mut self, data: &[u8]) -> Result<(), SendError> {
+        self.send(MessageKind::Binary, data)
+    }
+
+    /// Sends a whole message given as `Bytes`: a server sending uncompressed queues it
+    /// without a copy.
+    pub fn send_bytes(&mut self, kind: MessageKind, payload: Bytes) -> Result<(), SendError> {
+        #[cfg(feature = "deflate")]
+        let compressing = self.deflate.is_some();
+        #[cfg(not(feature = "deflate"))]
+        let compressing = false;
+        if self.role == Role::Client || compressing {
+            return self.send(kind, &payload);
+        }
+        self.check_open()?;
+        if self.sending.is_some() {
+            return Err(SendError::MessageInProgress);
+        }
+        self.queue_owned(true, false, kind.opcode(), payload)
+    }
+
+    /// Queues a prepared frame as-is (servers only; never compressed).
+    pub fn send_prepared(&mut self, frame: &PreparedFrame) -> Result<(), SendError> {
+        self.check_open()?;
+        if self.role == Role::Client {
+            return Err(SendError::PreparedOnClient);
+        }
+        if self.sending.is_some() {
+            return Err(SendError::MessageInProgress);
+        }
+        self.data_out
+            .push_back(Transmit::raw(frame.as_bytes().clone()));
+        Ok(())
+    }
+
+    /// Starts a fragmented message; send its parts with [`send_chunk`](Self::send_chunk)
+    /// and finish with [`end_message`](Self::end_message). Control frames may be sent in
+    /// between; other messages may not.
+    pub fn begin_message(&mut self, kind: MessageKind) -> Result<(), SendError> {
+        self.check_open()?;
+        if self.sending.is_some() {
+            return Err(SendError::MessageInProgress);
+        }
+        self.sending = Some(OutMessage {
+            kind,
+            first: true,
+            #[cfg(feature = "deflate")]
+            compressed: self.deflate.is_some(),
+        });
+        Ok(())
+    }
+
+    /// Sends one non-final fragment of the message begun with
+    /// [`begin_message`](Self::begin_message).
+    pub fn send_chunk(&mut self, data: &[u8]) -> Result<(), SendError> {
+        self.fragment(data, false)
+    }
+
+    /// Sends the final fragment (possibly empty) and ends the message.
+    pub fn end_message(&mut self, data: &[u8]) -> Result<(), SendError> {
+        self.fragment(data, true)
+    }
+
+    fn fragment(&mut self, data: &[u8], fin: bool) -> Result<(), SendError> {
+        self.check_open()?;
+        let Some(mut m) = self.sending else {
+            return Err(SendError::NoMessageInProgress);
+        };
+        // RFC 6455 5.4: the first fragment carries the opcode, the rest are continuations.
+        let opcode = if m.first {
+            m.kind.opcode()
+        } else {
+            OpCode::Continuation
+        };
+        #[cfg(feature = "deflate")]
+        if m.compressed {
+            let mut out = Vec::new();
+            if let Some(pmd) = self.deflate.as_mut() {
+                pmd.compress_chunk(data, fin, &mut out)
+                    .map_err(SendError::Deflate)?;
+            }
+            if out.is_empty() && !fin {
+                // Nothing flushed yet: no frame needed.
+                return Ok(());
+            }
+            // RFC 7692 6: RSV1 on the first frame of a compressed message only.
+            self.queue_owned(fin, m.first, opcode, Bytes::from(out))?;
+        } else {
+            let t = self.frame_slice(fin, false, opcode, data)?;
+            self.data_out.push_back(t);
+        }
+        #[cfg(not(feature = "deflate"))]
+        {
+            let t = self.frame_slice(fin, false, opcode, data)?;
+            self.data_out.push_back(t);
+        }
+        m.first = false;
+        self.sending = if fin { None } else { Some(m) };
+        Ok(())
+    }
+
+    /// Sends a ping (payload at most 125 bytes).
+    pub fn ping(&mut self, payload: &[u8]) -> Result<(), SendError> {
+        self.check_open()?;
+        self.queue_control(OpCode::Ping, Bytes::copy_from_slice(payload))
+    }
+
+    /// Sends an unsolicited pong (payload at most 125 bytes).
+    pub fn pong(&mut self, payload: &[u8]) -> Result<(), SendError> {
+        self.check_open()?;
+        self.queue_control(OpCode::Pong, Bytes::copy_from_slice(payload))
+    }
+
+    /// Starts (or, after the peer's close, completes) the close handshake with `code` and
+    /// a reason of at most 123 bytes. Later sends fail with [`SendError::Closed`].
+    pub fn close(&mut self, code: CloseCode, reason: &str) -> Result<(), SendError> {
+        self.check_open()?;
+        // RFC 6455 7.4.1: 1004-1006 and 1015 "MUST NOT be set as a status code in a Close
+        // control frame by an endpoint".
+        if !code.is_valid_on_wire() {
+            return Err(SendError::InvalidCloseCode(code));
+        }
+        self.queue_close(Some(code), reason)
+    }
+
+    fn queue_close(&mut self, code: Option<CloseCode>, reason: &str) -> Result<(), SendError> {
+        if 2 + reason.len() > MAX_CONTROL_PAYLOAD {
+            return Err(SendError::ControlTooLong);
+        }
+        let mut payload = Vec::with_capacity(2 + reason.len());
+        if let Some(code) = code {
+            payload.extend_from_slice(&code.0.to_be_bytes());
+            payload.extend_from_slice(reason.as_bytes());
+        }
+        let t = self.frame(true, false, OpCode::Close, payload.into())?;
+        self.data_out.push_back(t);
+        self.close_sent = true;
+        self.close_sent_at = Some(self.now);
+        self.sending = None;
+        Ok(())
+    }
+
+    fn queue_control(&mut self, opcode: OpCode, payload: Bytes) -> Result<(), SendError> {
+        // RFC 6455 5.5: "All control frames MUST have a payload length of 125 bytes or less".
+        if payload.len() > MAX_CONTROL_PAYLOAD {
+            return Err(SendError::ControlTooLong);
+        }
+        let t = self.frame(true, false, opcode, payload)?;
+        self.control_out.push_back(t);
+        Ok(())
+    }
+
+    fn queue_owned(
+        &mut self,
+        fin: bool,
+        rsv1: bool,
+        opcode: OpCode,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        let t = self.frame(fin, rsv1, opcode, payload)?;
+        self.data_out.push_back(t);
+        Ok(())
+    }
+
+    /// Builds a frame; for a client, masks the payload (copying it unless it is ours alone).
+    fn frame(
+        &mut self,
+        fin: bool,
+        rsv1: bool,
+        opcode: OpCode,
+        payload: Bytes,
+    ) -> Result<Transmit, SendError> {
+        let (header, mask) = self
+            .encoder
+            .header(fin, rsv1, opcode, payload.len() as u64)?;
+        let payload = match mask {
+            None => payload,
+            Some(mut key) => match payload.try_into_mut() {
+                Ok(mut owned) => {
+                    rapidws_simd::mask::apply(&mut owned, &mut key);
+                    owned.freeze()
+                }
+                Err(shared) => {
+                    self.wbuf.reserve(shared.len());
+                    self.wbuf.extend_from_slice(&shared);
+                    rapidws_simd::mask::apply(&mut self.wbuf, &mut key);
+                    self.wbuf.split().freeze()
+                }
+            },
+        };
+        Ok(Transmit::new(header, payload))
+    }
+
+    /// Builds a frame from a borrowed payload, copied (and masked, for a client) into the
+    /// send arena: one allocation amortized over many frames, one pass over the bytes.
+    fn frame_slice(
+        &mut self,
+        fin: bool,
+        rsv1: bool,
+        opcode: OpCode,
+        data: &[u8],
+    ) -> Result<Transmit, SendError> {
+        let (header, mask) = self.encoder.header(fin, rsv1, opcode, data.len() as u64)?;
+        self.wbuf.reserve(data.len());
+        self.wbuf.extend_from_slice(data);
+        if let Some(mut key) = mask {
+            rapidws_simd::mask::apply(&mut self.wbuf, &mut key);
+        }
+        Ok(Transmit::new(header, self.wbuf.split().freeze()))
+    }
+}

@@ -1,1 +1,67 @@
-//! handshake (work in progress).
+//! The HTTP/1.1 opening handshake (RFC 6455 section 4), sans-IO: bytes in, request or
+//! response out.
+//!
+//! Server: [`ServerHandshake::feed`] the bytes read from the socket until it returns a
+//! [`Request`]; inspect it (path, headers, origin) to route and authenticate, then
+//! [`Request::accept`] it (send [`Accepted::response`]) or [`Request::reject`] it. A
+//! [`ServerError`] carries the refusal to send in [`ServerError::response`].
+//!
+//! Client: [`ClientHandshake::new`] returns the request bytes to send; [`ClientHandshake::feed`]
+//! the response bytes until it returns [`Upgraded`]. A status other than 101 comes back as
+//! [`ClientError::Status`] with the response.
+//!
+//! Both ends buffer at most a configured number of bytes for the head and look at each byte
+//! once when searching for its end, and hand back any bytes that followed the head (the
+//! first frames) for the codec.
+
+mod client;
+mod http;
+mod server;
+
+pub use client::{
+    ClientConfig, ClientError, ClientHandshake, ClientRequest, ErrorResponse, Upgraded,
+};
+pub use server::{
+    Accepted, OriginCheck, Request, ServerConfig, ServerError, ServerHandshake, is_valid_key,
+};
+
+use base64::Engine as _;
+use sha1::{Digest as _, Sha1};
+
+/// Default limit on the size of a request or response head: 16 KiB.
+pub const DEFAULT_MAX_HEAD_SIZE: usize = 16 * 1024;
+
+/// Default limit on the number of header fields in a head.
+pub const DEFAULT_MAX_HEADERS: usize = 100;
+
+/// RFC 6455 1.3: the GUID appended to the key before hashing.
+const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// The `Sec-WebSocket-Accept` value for a `Sec-WebSocket-Key` (RFC 6455 4.2.2 item 5.4):
+/// base64 of the SHA-1 of the key (surrounding whitespace removed) followed by the GUID.
+///
+/// ```
+/// assert_eq!(
+///     rapidws::handshake::accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
+///     "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=",
+/// );
+/// ```
+pub fn accept_key(key: &[u8]) -> String {
+    let mut sha1 = Sha1::new();
+    sha1.update(key.trim_ascii());
+    sha1.update(GUID);
+    base64::engine::general_purpose::STANDARD.encode(sha1.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_key_matches_the_rfc_6455_example() {
+        assert_eq!(
+            accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+}

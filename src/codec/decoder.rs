@@ -1,0 +1,335 @@
+//! The incremental frame decoder.
+
+use core::ops::Range;
+
+use rapidws_simd::frame::{HeaderError, parse_header};
+use rapidws_simd::utf8::{self, Validator};
+
+use super::{
+    ControlKind, DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_MESSAGE_SIZE, MAX_CONTROL_PAYLOAD,
+    MessageKind, OpCode, ProtocolError, parse_close_payload,
+};
+use crate::Role;
+
+/// Decoder settings.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DecoderConfig {
+    /// Which end decodes: a server requires masked frames, a client unmasked ones.
+    pub role: Role,
+    /// Largest frame payload accepted, checked against the header before any payload is
+    /// buffered. Default 16 MiB.
+    pub max_frame_size: usize,
+    /// Largest message accepted, checked against each header as a fragmented message
+    /// grows. For compressed messages the decoder does not check it: the limit applies to
+    /// the inflated bytes, which only the inflater sees. Default 64 MiB.
+    pub max_message_size: usize,
+    /// Whether RSV1 may be set on the first frame of a data message (permessage-deflate
+    /// was negotiated).
+    pub rsv1_allowed: bool,
+}
+
+impl DecoderConfig {
+    /// Defaults for `role`: 16 MiB frames, 64 MiB messages, no extension.
+    pub fn new(role: Role) -> Self {
+        DecoderConfig {
+            role,
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            rsv1_allowed: false,
+        }
+    }
+}
+
+/// One step of [`Decoder::decode`]: how many bytes at the front of the buffer are done
+/// with, and what they held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    /// Bytes at the start of the buffer the caller must drop before the next call. Any
+    /// payload range in `item` lies inside them.
+    pub consumed: usize,
+    /// What was decoded; `None` when more bytes are needed (`consumed` may still be
+    /// non-zero: a data frame header was read).
+    pub item: Option<Item>,
+}
+
+/// A decoded unit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// Payload bytes of a data message, already unmasked (and validated, for uncompressed text).
+    Data(DataChunk),
+    /// A whole control frame, unmasked and checked.
+    Control(ControlFrame),
+}
+
+/// A run of a data message's payload, as much as had arrived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataChunk {
+    /// The message's kind (from its first frame).
+    pub kind: MessageKind,
+    /// Whether the message is compressed (RSV1 on its first frame).
+    pub compressed: bool,
+    /// Where the payload lies in the buffer passed to [`Decoder::decode`].
+    pub payload: Range<usize>,
+    /// The first chunk of the message.
+    pub first: bool,
+    /// The last chunk of its frame.
+    pub frame_end: bool,
+    /// The last chunk of the message (its frame has FIN).
+    pub message_end: bool,
+}
+
+/// A control frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlFrame {
+    /// Close, ping or pong.
+    pub kind: ControlKind,
+    /// Where the (unmasked) payload lies in the buffer passed to [`Decoder::decode`]. For a
+    /// close, it has been checked by [`super::parse_close_payload`].
+    pub payload: Range<usize>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FrameState {
+    remaining: u64,
+    key: Option<[u8; 4]>,
+    fin: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MessageState {
+    kind: MessageKind,
+    compressed: bool,
+    /// Payload bytes announced so far (uncompressed messages only).
+    total: u64,
+    /// A chunk of this message has been returned.
+    started: bool,
+}
+
+/// An incremental RFC 6455 frame decoder.
+///
+/// Call [`Decoder::decode`] with the unconsumed received bytes (starting where the last
+/// call's `consumed` ended) until it returns no item; feed it more bytes and repeat. The
+/// result does not depend on how the stream was split into calls, except that data payload
+/// may come in more, smaller chunks.
+#[derive(Debug)]
+pub struct Decoder {
+    config: DecoderConfig,
+    frame: Option<FrameState>,
+    message: Option<MessageState>,
+    utf8: Validator,
+}
+
+impl Decoder {
+    /// A decoder at the start of a stream.
+    pub fn new(config: DecoderConfig) -> Self {
+        Decoder {
+            config,
+            frame: None,
+            message: None,
+            utf8: Validator::new(),
+        }
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &DecoderConfig {
+        &self.config
+    }
+
+    /// Allows or forbids RSV1 on data messages (once permessage-deflate is agreed).
+    pub fn set_rsv1_allowed(&mut self, allowed: bool) {
+        self.config.rsv1_allowed = allowed;
+    }
+
+    /// True when a data message is partly received.
+    pub fn in_message(&self) -> bool {
+        self.message.is_some()
+    }
+
+    /// Decodes the next item from `buf`, unmasking payload in place.
+    ///
+    /// `buf` must start right after the bytes consumed by the previous call. After an
+    /// error the stream is unusable; the connection fails with the error's close code.
+    pub fn decode(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
+        if self.frame.is_some() {
+            return self.payload(buf, 0);
+        }
+        let header = match parse_header(buf) {
+            Ok(Some(h)) => h,
+            Ok(None) => {
+                return Ok(Decoded {
+                    consumed: 0,
+                    item: None,
+                });
+            }
+            // RFC 6455 5.2: "the most significant bit MUST be 0" in a 64-bit length.
+            Err(HeaderError::LengthOverflow) => return Err(ProtocolError::LengthOverflow),
+        };
+        let opcode = OpCode::from_u8(header.opcode)
+            // RFC 6455 5.2: "If an unknown opcode is received, the receiving endpoint MUST
+            // _Fail the WebSocket Connection_."
+            .ok_or(ProtocolError::UnknownOpcode(header.opcode))?;
+        let rsv1 = header.rsv & 0b100 != 0;
+        // RFC 6455 5.2: RSV1-3 "MUST be 0 unless an extension is negotiated that defines
+        // meanings for non-zero values". RFC 7692 6: RSV1 is set on the first frame of a
+        // compressed message only, never on control or continuation frames.
+        if header.rsv & 0b011 != 0
+            || (rsv1
+                && !(self.config.rsv1_allowed && matches!(opcode, OpCode::Text | OpCode::Binary)))
+        {
+            return Err(ProtocolError::ReservedBits);
+        }
+        // RFC 6455 5.1: "a server MUST close the connection upon receiving a frame that is
+        // not masked" and "a client MUST close a connection if it detects a masked frame".
+        match (self.config.role, header.mask.is_some()) {
+            (Role::Server, false) => return Err(ProtocolError::UnmaskedFrame),
+            (Role::Client, true) => return Err(ProtocolError::MaskedFrame),
+            _ => {}
+        }
+        if opcode.is_control() {
+            // RFC 6455 5.5: "All control frames MUST have a payload length of 125 bytes or
+            // less and MUST NOT be fragmented."
+            if header.payload_len > MAX_CONTROL_PAYLOAD as u64 {
+                return Err(ProtocolError::ControlFrameTooLong);
+            }
+            if !header.fin {
+                return Err(ProtocolError::FragmentedControlFrame);
+            }
+            let start = header.header_len as usize;
+            let end = start + header.payload_len as usize;
+            if buf.len() < end {
+                // At most 139 bytes: wait for the whole frame, re-parsing its header then.
+                return Ok(Decoded {
+                    consumed: 0,
+                    item: None,
+                });
+            }
+            if let Some(mut key) = header.mask {
+                rapidws_simd::mask::apply(&mut buf[start..end], &mut key);
+            }
+            let kind = match opcode {
+                OpCode::Close => {
+                    parse_close_payload(&buf[start..end])?;
+                    ControlKind::Close
+                }
+                OpCode::Ping => ControlKind::Ping,
+                _ => ControlKind::Pong,
+            };
+            return Ok(Decoded {
+                consumed: end,
+                item: Some(Item::Control(ControlFrame {
+                    kind,
+                    payload: start..end,
+                })),
+            });
+        }
+        // Limits come before any payload is held: a frame announcing more than we accept is
+        // refused at its header.
+        if header.payload_len > self.config.max_frame_size as u64 {
+            return Err(ProtocolError::FrameTooLarge);
+        }
+        match (opcode, &mut self.message) {
+            // RFC 6455 5.4: continuation frames only inside a fragmented message, and "the
+            // fragments of one message MUST NOT be interleaved" with another's.
+            (OpCode::Continuation, None) => return Err(ProtocolError::UnexpectedContinuation),
+            (OpCode::Continuation, Some(m)) => {
+                if !m.compressed {
+                    m.total += header.payload_len;
+                    if m.total > self.config.max_message_size as u64 {
+                        return Err(ProtocolError::MessageTooLarge);
+                    }
+                }
+            }
+            (_, Some(_)) => return Err(ProtocolError::ExpectedContinuation),
+            (_, None) => {
+                let kind = if opcode == OpCode::Text {
+                    MessageKind::Text
+                } else {
+                    MessageKind::Binary
+                };
+                if !rsv1 && header.payload_len > self.config.max_message_size as u64 {
+                    return Err(ProtocolError::MessageTooLarge);
+                }
+                self.message = Some(MessageState {
+                    kind,
+                    compressed: rsv1,
+                    total: header.payload_len,
+                    started: false,
+                });
+            }
+        }
+        self.frame = Some(FrameState {
+            remaining: header.payload_len,
+            key: header.mask,
+            fin: header.fin,
+        });
+        let hlen = header.header_len as usize;
+        self.payload(&mut buf[hlen..], hlen)
+    }
+
+    /// Processes the payload of the current data frame at the start of `buf`; `offset` is
+    /// where `buf` starts in the caller's buffer.
+    fn payload(&mut self, buf: &mut [u8], offset: usize) -> Result<Decoded, ProtocolError> {
+        let (Some(frame), Some(msg)) = (self.frame.as_mut(), self.message.as_mut()) else {
+            unreachable_state();
+            return Ok(Decoded {
+                consumed: offset,
+                item: None,
+            });
+        };
+        let n = buf
+            .len()
+            .min(usize::try_from(frame.remaining).unwrap_or(usize::MAX));
+        if n == 0 && frame.remaining != 0 {
+            return Ok(Decoded {
+                consumed: offset,
+                item: None,
+            });
+        }
+        let chunk = &mut buf[..n];
+        let validate = msg.kind == MessageKind::Text && !msg.compressed;
+        match (&mut frame.key, validate) {
+            (Some(key), true) => utf8::unmask_validate(chunk, key, &mut self.utf8)
+                .map_err(|_| ProtocolError::InvalidUtf8)?,
+            (Some(key), false) => rapidws_simd::mask::apply(chunk, key),
+            (None, true) => self
+                .utf8
+                .feed(chunk)
+                .map_err(|_| ProtocolError::InvalidUtf8)?,
+            (None, false) => {}
+        }
+        frame.remaining -= n as u64;
+        let frame_end = frame.remaining == 0;
+        let message_end = frame_end && frame.fin;
+        if validate && message_end {
+            // RFC 6455 8.1: a text message ending inside a code point is invalid.
+            self.utf8.finish().map_err(|_| ProtocolError::InvalidUtf8)?;
+        }
+        let chunk = DataChunk {
+            kind: msg.kind,
+            compressed: msg.compressed,
+            payload: offset..offset + n,
+            first: !msg.started,
+            frame_end,
+            message_end,
+        };
+        msg.started = true;
+        if frame_end {
+            self.frame = None;
+        }
+        if message_end {
+            self.message = None;
+        }
+        Ok(Decoded {
+            consumed: offset + n,
+            item: Some(Item::Data(chunk)),
+        })
+    }
+}
+
+/// `frame` is only ever set together with `message`; this keeps the impossible case
+/// panic-free in release builds.
+#[inline]
+fn unreachable_state() {
+    debug_assert!(false, "decoder frame state without a message");
+}

@@ -1,0 +1,548 @@
+//! A client and a server `Connection` wired through in-memory buffers.
+
+use std::time::{Duration, Instant};
+
+use bytes::Buf;
+use rapidws::Role;
+use rapidws::codec::{CloseCode, MessageKind, PreparedFrame, ProtocolError};
+use rapidws::connection::{
+    Config, Connection, Delivery, Error, Event, OwnedEvent, SendError, Timeout,
+};
+
+struct Pair {
+    client: Connection,
+    server: Connection,
+    now: Instant,
+}
+
+impl Pair {
+    fn new() -> Self {
+        Self::with(Config::default(), Config::default())
+    }
+
+    fn with(client: Config, server: Config) -> Self {
+        let now = Instant::now();
+        Pair {
+            client: Connection::new(Role::Client, client, now),
+            server: Connection::new(Role::Server, server, now),
+            now,
+        }
+    }
+}
+
+/// Moves everything `from` wants to write into `to`, through the vectored `Buf` view.
+fn pump(from: &mut Connection, to: &mut Connection, now: Instant) -> usize {
+    let mut wire = Vec::new();
+    while let Some(mut t) = from.poll_transmit() {
+        while t.has_remaining() {
+            let c = t.chunk();
+            wire.extend_from_slice(c);
+            let n = c.len();
+            t.advance(n);
+        }
+    }
+    to.handle_bytes(now, &wire);
+    wire.len()
+}
+
+fn events(conn: &mut Connection) -> Vec<Result<OwnedEvent, Error>> {
+    let mut out = Vec::new();
+    for _ in 0..10_000 {
+        match conn.poll_event_owned() {
+            Some(e) => out.push(e),
+            None => break,
+        }
+    }
+    out
+}
+
+fn msg(kind: MessageKind, data: &[u8]) -> Result<OwnedEvent, Error> {
+    Ok(OwnedEvent::Message {
+        kind,
+        data: bytes::Bytes::copy_from_slice(data),
+    })
+}
+
+#[test]
+fn messages_flow_both_ways() {
+    let mut p = Pair::new();
+    p.client.send_text("hello").unwrap();
+    p.client.send_binary(&[1, 2, 3]).unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(
+        events(&mut p.server),
+        vec![
+            msg(MessageKind::Text, b"hello"),
+            msg(MessageKind::Binary, &[1, 2, 3])
+        ]
+    );
+    p.server.send_text("world").unwrap();
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.client),
+        vec![msg(MessageKind::Text, b"world")]
+    );
+}
+
+#[test]
+fn borrowed_events_give_the_payload() {
+    let mut p = Pair::new();
+    p.client.send_text("borrowed").unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    match p.server.poll_event() {
+        Some(Ok(Event::Message(m))) => assert_eq!(m.as_text(), Some("borrowed")),
+        other => panic!("{other:?}"),
+    }
+    assert!(p.server.poll_event().is_none());
+}
+
+#[test]
+fn ping_is_answered_automatically() {
+    let mut p = Pair::new();
+    p.client.ping(b"are you there").unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(
+        events(&mut p.server),
+        vec![Ok(OwnedEvent::Ping(bytes::Bytes::from_static(
+            b"are you there"
+        )))]
+    );
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.client),
+        vec![Ok(OwnedEvent::Pong(bytes::Bytes::from_static(
+            b"are you there"
+        )))]
+    );
+}
+
+#[test]
+fn auto_pong_can_be_turned_off() {
+    let mut cfg = Config::default();
+    cfg.auto_pong = false;
+    let mut p = Pair::with(Config::default(), cfg);
+    p.client.ping(b"x").unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(events(&mut p.server).len(), 1);
+    assert!(!p.server.has_pending_output());
+}
+
+#[test]
+fn fragmented_message_with_interleaved_ping_is_assembled() {
+    let mut p = Pair::new();
+    p.client.begin_message(MessageKind::Text).unwrap();
+    p.client.send_chunk("frag".as_bytes()).unwrap();
+    p.client.ping(b"mid").unwrap();
+    p.client.send_chunk("ment".as_bytes()).unwrap();
+    // A whole message in the middle of a fragmented one is refused.
+    assert_eq!(p.client.send_text("no"), Err(SendError::MessageInProgress));
+    p.client.end_message("ed".as_bytes()).unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(
+        events(&mut p.server),
+        vec![
+            Ok(OwnedEvent::Ping(bytes::Bytes::from_static(b"mid"))),
+            msg(MessageKind::Text, b"fragmented")
+        ]
+    );
+}
+
+#[test]
+fn chunk_delivery_streams_the_message() {
+    let mut cfg = Config::default();
+    cfg.delivery = Delivery::Chunks;
+    let mut p = Pair::with(Config::default(), cfg);
+    p.client.begin_message(MessageKind::Binary).unwrap();
+    p.client.send_chunk(&[1; 100]).unwrap();
+    p.client.end_message(&[2; 50]).unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    let evs = events(&mut p.server);
+    let mut total = Vec::new();
+    for (i, e) in evs.iter().enumerate() {
+        match e {
+            Ok(OwnedEvent::Chunk {
+                kind: MessageKind::Binary,
+                data,
+                first,
+                fin,
+            }) => {
+                assert_eq!(*first, i == 0);
+                assert_eq!(*fin, i == evs.len() - 1);
+                total.extend_from_slice(data);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(total, [vec![1; 100], vec![2; 50]].concat());
+}
+
+#[test]
+fn chunk_delivery_hands_over_partial_frames_as_they_arrive() {
+    let mut cfg = Config::default();
+    cfg.delivery = Delivery::Chunks;
+    let mut p = Pair::with(Config::default(), cfg);
+    p.client.send_binary(&[7; 1000]).unwrap();
+    let mut wire = Vec::new();
+    p.client.write_pending(&mut wire);
+    let mut got = 0;
+    for piece in wire.chunks(300) {
+        p.server.handle_bytes(p.now, piece);
+        while let Some(e) = p.server.poll_event() {
+            match e {
+                Ok(Event::Chunk { data, .. }) => got += data.len(),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(got, 1000);
+}
+
+#[test]
+fn close_initiated_by_client() {
+    let mut p = Pair::new();
+    p.client.close(CloseCode::NORMAL, "bye").unwrap();
+    assert_eq!(p.client.send_text("late"), Err(SendError::Closed));
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(
+        events(&mut p.server),
+        vec![Ok(OwnedEvent::Close(Some((
+            CloseCode::NORMAL,
+            "bye".into()
+        ))))]
+    );
+    assert!(p.server.is_closed());
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.client),
+        vec![Ok(OwnedEvent::Close(Some((
+            CloseCode::NORMAL,
+            String::new()
+        ))))]
+    );
+    assert!(p.client.is_closed());
+    assert_eq!(p.server.send_text("late"), Err(SendError::Closed));
+}
+
+#[test]
+fn close_initiated_by_server() {
+    let mut p = Pair::new();
+    p.server.close(CloseCode::GOING_AWAY, "").unwrap();
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.client),
+        vec![Ok(OwnedEvent::Close(Some((
+            CloseCode::GOING_AWAY,
+            String::new()
+        ))))]
+    );
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(events(&mut p.server).len(), 1);
+    assert!(p.client.is_closed() && p.server.is_closed());
+}
+
+#[test]
+fn simultaneous_close_completes_on_both_sides() {
+    let mut p = Pair::new();
+    p.client.close(CloseCode::NORMAL, "c").unwrap();
+    p.server.close(CloseCode::NORMAL, "s").unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.server),
+        vec![Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, "c".into()))))]
+    );
+    assert_eq!(
+        events(&mut p.client),
+        vec![Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, "s".into()))))]
+    );
+    assert!(p.client.is_closed() && p.server.is_closed());
+    // Neither echoes a second close.
+    assert!(!p.client.has_pending_output() && !p.server.has_pending_output());
+}
+
+#[test]
+fn close_after_close_is_refused() {
+    let mut p = Pair::new();
+    p.client.close(CloseCode::NORMAL, "").unwrap();
+    assert_eq!(
+        p.client.close(CloseCode::NORMAL, ""),
+        Err(SendError::Closed)
+    );
+    assert_eq!(p.client.ping(b""), Err(SendError::Closed));
+}
+
+#[test]
+fn data_after_our_close_is_discarded_until_peer_close() {
+    let mut p = Pair::new();
+    p.server.send_text("in flight").unwrap();
+    p.client.close(CloseCode::NORMAL, "").unwrap();
+    pump(&mut p.server, &mut p.client, p.now);
+    assert!(events(&mut p.client).is_empty());
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(events(&mut p.server).len(), 1);
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(events(&mut p.client).len(), 1);
+    assert!(p.client.is_closed());
+}
+
+#[test]
+fn invalid_close_codes_cannot_be_sent() {
+    let mut p = Pair::new();
+    for code in [1005u16, 1006, 1015, 999, 5000] {
+        assert_eq!(
+            p.client.close(CloseCode(code), ""),
+            Err(SendError::InvalidCloseCode(CloseCode(code)))
+        );
+    }
+    assert_eq!(
+        p.client.close(CloseCode::NORMAL, &"x".repeat(124)),
+        Err(SendError::ControlTooLong)
+    );
+    assert!(p.client.close(CloseCode::NORMAL, &"x".repeat(123)).is_ok());
+}
+
+#[test]
+fn control_payload_over_125_refused_on_send() {
+    let mut p = Pair::new();
+    assert_eq!(p.client.ping(&[0; 126]), Err(SendError::ControlTooLong));
+    assert_eq!(p.client.pong(&[0; 126]), Err(SendError::ControlTooLong));
+}
+
+fn expect_failure(bytes: &[u8], role: Role, code: u16, err: ProtocolError) {
+    let now = Instant::now();
+    let mut conn = Connection::new(role, Config::default(), now);
+    conn.handle_bytes(now, bytes);
+    assert_eq!(events(&mut conn), vec![Err(Error::Protocol(err))]);
+    assert!(conn.is_closed());
+    let mut wire = Vec::new();
+    conn.write_pending(&mut wire);
+    // The close we sent carries the mapped code: unmasked from a server, masked from a client.
+    let mut peer = Connection::new(
+        if role == Role::Client {
+            Role::Server
+        } else {
+            Role::Client
+        },
+        Config::default(),
+        now,
+    );
+    peer.handle_bytes(now, &wire);
+    assert_eq!(
+        events(&mut peer),
+        vec![Ok(OwnedEvent::Close(Some((
+            CloseCode(code),
+            String::new()
+        ))))]
+    );
+}
+
+#[test]
+fn protocol_error_sends_1002() {
+    expect_failure(
+        &[0x83, 0x00],
+        Role::Client,
+        1002,
+        ProtocolError::UnknownOpcode(3),
+    );
+    expect_failure(
+        &[0x82, 0x00],
+        Role::Server,
+        1002,
+        ProtocolError::UnmaskedFrame,
+    );
+}
+
+#[test]
+fn invalid_utf8_sends_1007() {
+    expect_failure(
+        &[0x81, 0x02, 0xc3, 0x28],
+        Role::Client,
+        1007,
+        ProtocolError::InvalidUtf8,
+    );
+}
+
+#[test]
+fn oversized_frame_sends_1009() {
+    expect_failure(
+        &[0x82, 0x7f, 0, 0, 0, 0x10, 0, 0, 0, 0],
+        Role::Client,
+        1009,
+        ProtocolError::FrameTooLarge,
+    );
+}
+
+#[test]
+fn error_is_reported_once_then_nothing() {
+    let now = Instant::now();
+    let mut conn = Connection::new(Role::Client, Config::default(), now);
+    conn.handle_bytes(now, &[0x83, 0x00, 0x81, 0x01, b'a']);
+    assert!(matches!(conn.poll_event(), Some(Err(_))));
+    assert!(conn.poll_event().is_none());
+    conn.handle_bytes(now, &[0x81, 0x01, b'a']);
+    assert!(conn.poll_event().is_none());
+    assert_eq!(conn.send_text("x"), Err(SendError::Closed));
+}
+
+#[test]
+fn message_over_limit_in_fragments_fails_with_1009() {
+    let mut cfg = Config::default();
+    cfg.max_message_size = 100;
+    let mut p = Pair::with(Config::default(), cfg);
+    p.client.begin_message(MessageKind::Binary).unwrap();
+    p.client.send_chunk(&[0; 60]).unwrap();
+    p.client.end_message(&[0; 60]).unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(
+        events(&mut p.server),
+        vec![Err(Error::Protocol(ProtocolError::MessageTooLarge))]
+    );
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.client),
+        vec![Ok(OwnedEvent::Close(Some((
+            CloseCode::TOO_BIG,
+            String::new()
+        ))))]
+    );
+}
+
+#[test]
+fn prepared_frame_is_sent_as_is_by_server_only() {
+    let mut p = Pair::new();
+    let frame = PreparedFrame::new(MessageKind::Text, b"broadcast");
+    p.server.send_prepared(&frame).unwrap();
+    assert_eq!(
+        p.client.send_prepared(&frame),
+        Err(SendError::PreparedOnClient)
+    );
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.client),
+        vec![msg(MessageKind::Text, b"broadcast")]
+    );
+}
+
+#[test]
+fn server_send_bytes_does_not_copy() {
+    let mut p = Pair::new();
+    let payload = bytes::Bytes::from(vec![5u8; 4096]);
+    p.server
+        .send_bytes(MessageKind::Binary, payload.clone())
+        .unwrap();
+    let t = p.server.poll_transmit().unwrap();
+    assert_eq!(t.payload().as_ptr(), payload.as_ptr());
+    assert_eq!(t.header(), &[0x82, 0x7e, 0x10, 0x00]);
+}
+
+#[test]
+fn transmit_gives_header_and_payload_as_two_io_slices() {
+    let mut p = Pair::new();
+    p.client.send_binary(&[9; 300]).unwrap();
+    let t = p.client.poll_transmit().unwrap();
+    let mut slices = [std::io::IoSlice::new(&[]); 4];
+    assert_eq!(t.chunks_vectored(&mut slices), 2);
+    assert_eq!(slices[0].len(), 8);
+    assert_eq!(slices[1].len(), 300);
+}
+
+#[test]
+fn keepalive_ping_then_pong_timeout() {
+    let mut cfg = Config::default();
+    cfg.keepalive_interval = Some(Duration::from_secs(10));
+    cfg.pong_timeout = Some(Duration::from_secs(5));
+    let t0 = Instant::now();
+    let mut conn = Connection::new(Role::Server, cfg, t0);
+    assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(10)));
+    conn.handle_timeout(t0 + Duration::from_secs(10));
+    let ping = conn.poll_transmit().unwrap();
+    assert_eq!(ping.header(), &[0x89, 0x00]);
+    assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(15)));
+    conn.handle_timeout(t0 + Duration::from_secs(15));
+    assert_eq!(events(&mut conn), vec![Err(Error::Timeout(Timeout::Pong))]);
+    assert!(conn.is_closed());
+    assert_eq!(conn.poll_timeout(), None);
+}
+
+#[test]
+fn keepalive_pong_answer_rearms_the_timer() {
+    let mut cfg = Config::default();
+    cfg.keepalive_interval = Some(Duration::from_secs(10));
+    let mut p = Pair::with(Config::default(), cfg);
+    let t1 = p.now + Duration::from_secs(10);
+    p.server.handle_timeout(t1);
+    pump(&mut p.server, &mut p.client, t1);
+    assert_eq!(events(&mut p.client).len(), 1);
+    let t2 = t1 + Duration::from_secs(1);
+    pump(&mut p.client, &mut p.server, t2);
+    assert_eq!(events(&mut p.server).len(), 1);
+    assert_eq!(p.server.poll_timeout(), Some(t2 + Duration::from_secs(10)));
+}
+
+#[test]
+fn close_handshake_times_out() {
+    let t0 = Instant::now();
+    let mut conn = Connection::new(Role::Client, Config::default(), t0);
+    conn.close(CloseCode::NORMAL, "").unwrap();
+    assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(5)));
+    conn.handle_timeout(t0 + Duration::from_secs(4));
+    assert!(events(&mut conn).is_empty());
+    conn.handle_timeout(t0 + Duration::from_secs(5));
+    assert_eq!(events(&mut conn), vec![Err(Error::Timeout(Timeout::Close))]);
+    assert!(conn.is_closed());
+}
+
+#[test]
+fn idle_timeout_closes_with_1001() {
+    let mut cfg = Config::default();
+    cfg.idle_timeout = Some(Duration::from_secs(60));
+    let t0 = Instant::now();
+    let mut conn = Connection::new(Role::Server, cfg, t0);
+    conn.handle_bytes(t0 + Duration::from_secs(30), &[0x89, 0x80, 0, 0, 0, 0]);
+    assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(90)));
+    conn.handle_timeout(t0 + Duration::from_secs(90));
+    let evs = events(&mut conn);
+    assert_eq!(evs.last(), Some(&Err(Error::Timeout(Timeout::Idle))));
+    let mut wire = Vec::new();
+    conn.write_pending(&mut wire);
+    assert!(wire.ends_with(&[0x88, 0x02, 0x03, 0xe9]), "{wire:x?}");
+}
+
+#[test]
+fn no_timers_by_default_until_close() {
+    let conn = Connection::new(Role::Client, Config::default(), Instant::now());
+    assert_eq!(conn.poll_timeout(), None);
+}
+
+#[test]
+fn auto_close_off_leaves_the_reply_to_the_caller() {
+    let mut cfg = Config::default();
+    cfg.auto_close = false;
+    let mut p = Pair::with(Config::default(), cfg);
+    p.client.close(CloseCode::NORMAL, "").unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    assert_eq!(events(&mut p.server).len(), 1);
+    assert!(!p.server.has_pending_output());
+    assert!(!p.server.is_closed());
+    p.server.close(CloseCode(4000), "app").unwrap();
+    assert!(p.server.is_closed());
+    pump(&mut p.server, &mut p.client, p.now);
+    assert_eq!(
+        events(&mut p.client),
+        vec![Ok(OwnedEvent::Close(Some((CloseCode(4000), "app".into()))))]
+    );
+}
+
+#[test]
+fn many_small_messages_in_one_read() {
+    let mut p = Pair::new();
+    for i in 0..500u32 {
+        p.client.send_binary(&i.to_be_bytes()).unwrap();
+    }
+    pump(&mut p.client, &mut p.server, p.now);
+    let evs = events(&mut p.server);
+    assert_eq!(evs.len(), 500);
+    for (i, e) in evs.into_iter().enumerate() {
+        assert_eq!(e, msg(MessageKind::Binary, &(i as u32).to_be_bytes()));
+    }
+}
