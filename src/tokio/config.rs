@@ -38,11 +38,12 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        let mut protocol = connection::Config::default();
-        protocol.max_message_size = 16 << 20;
-        protocol.keepalive_interval = Some(Duration::from_secs(30));
         Config {
-            protocol,
+            protocol: connection::Config {
+                max_message_size: 16 << 20,
+                keepalive_interval: Some(Duration::from_secs(30)),
+                ..connection::Config::default()
+            },
             read_buffer_size: 4096,
             send_queue_high_water: 256 << 10,
             control_queue_capacity: 16,

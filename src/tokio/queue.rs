@@ -276,7 +276,7 @@ mod tests {
             expect.extend_from_slice(&payload);
             q.push_frame(&header, Bytes::from(payload));
         }
-        q.push_encoded(b"tail");
+        q.push_frame(&[], Bytes::from_static(b"tail"));
         expect.extend_from_slice(b"tail");
         (q, expect)
     }
