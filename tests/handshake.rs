@@ -1016,7 +1016,6 @@ mod deflate {
     }
 
     #[test]
-    #[ignore = "needs deflate impl"]
     fn server_with_deflate_accepts_a_plain_offer() {
         let config = ServerConfig::default().with_deflate(Some(DeflateConfig::default()));
         let bytes = minimal_with(
@@ -1033,7 +1032,6 @@ mod deflate {
     }
 
     #[test]
-    #[ignore = "needs deflate impl"]
     fn client_and_server_agree_on_deflate_in_memory() {
         let server_config = ServerConfig::default().with_deflate(Some(DeflateConfig::default()));
         let client_config = ClientConfig::default().with_deflate(Some(DeflateConfig::default()));
@@ -1050,7 +1048,6 @@ mod deflate {
     }
 
     #[test]
-    #[ignore = "needs deflate impl"]
     fn client_offering_deflate_accepts_a_server_that_declines() {
         let config = ClientConfig::default().with_deflate(Some(DeflateConfig::default()));
         let (mut client, request) =
@@ -1063,7 +1060,6 @@ mod deflate {
     }
 
     #[test]
-    #[ignore = "needs deflate impl"]
     fn client_refuses_an_unknown_extension_even_when_offering_deflate() {
         let config = ClientConfig::default().with_deflate(Some(DeflateConfig::default()));
         let (mut client, _) =
