@@ -546,3 +546,12 @@ fn many_small_messages_in_one_read() {
         assert_eq!(e, msg(MessageKind::Binary, &(i as u32).to_be_bytes()));
     }
 }
+
+#[test]
+fn connection_and_transmit_can_move_between_threads() {
+    fn assert_send<T: Send + 'static>() {}
+    assert_send::<Connection>();
+    assert_send::<rapidws::connection::Transmit>();
+    assert_send::<OwnedEvent>();
+    assert_send::<Error>();
+}
