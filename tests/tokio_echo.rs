@@ -1,5 +1,6 @@
 //! Echo over real loopback sockets: every size class, fragmentation, streaming, pings,
 //! both close directions, split halves and permessage-deflate.
+#![cfg(all(feature = "tokio", feature = "deflate"))]
 
 mod tokio_support;
 
