@@ -3,8 +3,18 @@
 //
 //   node tests/interop/node_echo_client.js ws://127.0.0.1:PORT/ [--no-compression]
 //
-// Connects (offering permessage-deflate unless --no-compression), sends a text message with
-// multi-byte characters, a binary message with every byte value and a 16 MiB binary message,
+// Connects (offering permessage-deflate unless --no-compression) and sends, one at a time,
+// the messages of the interop script (the same list in py_echo_client.py and
+// tests/interop_peers.rs; keep the three in step):
+//
+//   0  text    'héllo wörld — ✓ 𝄞 日本語 🚀'               (multi-byte)
+//   1  text    that string 4096 times                      (~160 KB)
+//   2  binary  bytes 0..=255, 4 times                      (every byte value)
+//   3  text    ''                                          (empty)
+//   4  binary  empty buffer                                (empty)
+//   5  binary  16 MiB: a 256 KiB block repeated 64 times, the block being
+//              SHA-1('rapidws-0') SHA-1('rapidws-1') ... truncated to 256 KiB
+//
 // checks each echo is identical and of the same type, closes with 1000 and checks the
 // server answered 1000. Prints PASS and exits 0, or prints what failed and exits 1.
 // Bounded by a 60 s timer.
@@ -25,19 +35,23 @@ function fail(msg) {
 }
 setTimeout(() => fail('timed out after 60 s'), 60_000).unref();
 
-// Deterministic pseudo-random 16 MiB: SHA-256 in counter mode.
-function pseudoRandom(len) {
+// SHA-1 in counter mode: deterministic, incompressible, cheap in every language.
+function sha1Stream(len) {
   const out = Buffer.alloc(len);
-  for (let off = 0, i = 0; off < len; off += 32, i++) {
-    crypto.createHash('sha256').update(`rapidws-${i}`).digest().copy(out, off);
+  for (let off = 0, i = 0; off < len; off += 20, i++) {
+    crypto.createHash('sha1').update(`rapidws-${i}`).digest().copy(out, off);
   }
   return out;
 }
 
+const TEXT = 'héllo wörld — ✓ 𝄞 日本語 🚀';
 const messages = [
-  { data: 'héllo wörld — ✓ 𝄞 日本語 🚀', binary: false },
+  { data: TEXT, binary: false },
+  { data: TEXT.repeat(4096), binary: false },
   { data: Buffer.from(Array.from({ length: 1024 }, (_, i) => i % 256)), binary: true },
-  { data: pseudoRandom(16 << 20), binary: true },
+  { data: '', binary: false },
+  { data: Buffer.alloc(0), binary: true },
+  { data: Buffer.concat(Array(64).fill(sha1Stream(256 << 10))), binary: true },
 ];
 
 const ws = new WebSocket(url, { perMessageDeflate: compression, maxPayload: 64 << 20 });
