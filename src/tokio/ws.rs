@@ -47,8 +47,10 @@ use super::message::{CloseFrame, Message, Utf8Bytes};
 /// - [`try_send`](Self::try_send) never waits and never does IO: it queues, or returns
 ///   [`TrySendError::QueueFull`] when the queue is past its high-water mark
 ///   ([`Config::send_queue_high_water`]).
-/// - Queued bytes are also written by every receive call, so a receive loop keeps the
-///   queue moving.
+/// - Queued bytes are also written whenever a receive call finds no message ready and
+///   is about to wait for the socket. So an echo loop that answers with `feed` writes
+///   the answers to a burst of messages in one vectored write, just before it waits for
+///   the next burst.
 ///
 /// # Closing
 ///
