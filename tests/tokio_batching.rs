@@ -1,6 +1,7 @@
 //! Write batching: answers queued with `feed` between receives leave in one vectored
 //! write, and the unsplit connection runs over any `AsyncRead + AsyncWrite` (here an
 //! in-memory duplex pipe wrapped to count writes).
+#![cfg(feature = "tokio")]
 
 mod tokio_support;
 
