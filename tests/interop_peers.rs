@@ -4,8 +4,9 @@
 //!
 //! Every run plays the same script (see `script()`, kept in step with
 //! `tests/interop/py_echo_client.py` and `node_echo_client.js`): multi-byte text, a long
-//! multi-byte text, every byte value, an empty text, an empty binary message and 16 MiB,
-//! each echoed, then a clean close with 1000. The peer's side checks the echoes; ours checks
+//! multi-byte text, every byte value, an empty text, an empty binary message, 16 MiB and a
+//! text sent as 3 fragments (cut inside a code point where the sender allows), each
+//! echoed; then a ping answered by a pong, and a clean close with 1000. The peer's side checks the echoes; ours checks
 //! what arrived. A recording proxy sits between the two ends and parses the frames on the
 //! wire, so the tests also prove what was negotiated, which messages went compressed
 //! (RSV1) and which close codes crossed.
@@ -21,7 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rapidws::deflate::DeflateConfig;
-use rapidws::tokio::{ClientConfig, Config, Message, ServerConfig, accept, connect};
+use rapidws::tokio::{ClientConfig, Config, Message, MessageKind, ServerConfig, accept, connect};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
@@ -45,6 +46,11 @@ const BIG_BLOCK: usize = 256 << 10;
 /// Indexes into `script()` of the empty messages.
 const EMPTY_TEXT: usize = 3;
 const EMPTY_BINARY: usize = 4;
+/// Index of the message the client sends as 3 fragments, and where it cuts it (bytes; the
+/// first cut is inside the 'é'). Python cuts at code points: three times `TEXT`.
+const FRAGMENTED: usize = 6;
+const CUTS: [usize; 2] = [2, 50];
+const PING: &[u8] = b"rapidws ping";
 
 /// SHA-1 in counter mode: `SHA-1("rapidws-0") SHA-1("rapidws-1") ...` cut to `n` bytes.
 /// Incompressible, cheap in Python and Node; the 16 MiB message repeats a 256 KiB block of
@@ -74,9 +80,23 @@ fn script() -> Vec<Message> {
                 Message::text(""),
                 Message::binary(Bytes::new()),
                 Message::binary(sha1_stream(BIG_BLOCK).repeat(BIG / BIG_BLOCK)),
+                Message::text(TEXT.repeat(3)),
             ]
         })
         .clone()
+}
+
+trait TextBytes {
+    fn as_text_bytes(&self) -> Vec<u8>;
+}
+
+impl TextBytes for Message {
+    fn as_text_bytes(&self) -> Vec<u8> {
+        match self {
+            Message::Text(t) => t.as_bytes().to_vec(),
+            other => panic!("not text: {other:?}"),
+        }
+    }
 }
 
 fn describe(m: &Message) -> String {
@@ -225,6 +245,8 @@ struct WireMessage {
     /// Payload bytes on the wire, all frames together.
     wire_len: u64,
     frames: usize,
+    /// RSV1 was set on a continuation frame (RFC 7692 6.1 forbids it).
+    rsv1_on_continuation: bool,
 }
 
 /// What one direction of a connection carried after the HTTP head.
@@ -235,6 +257,8 @@ struct WireLog {
     messages: Vec<WireMessage>,
     /// The code of each close frame (`None`: a close frame without a code).
     closes: Vec<Option<u16>>,
+    /// Pings and pongs.
+    pings: usize,
 }
 
 /// Parses one direction's bytes incrementally, keeping only headers and close payloads.
@@ -323,14 +347,17 @@ impl WireParser {
                 compressed: rsv1,
                 wire_len: len,
                 frames: 1,
+                rsv1_on_continuation: false,
             }),
             0x0 => {
                 if let Some(m) = self.log.messages.last_mut() {
                     m.wire_len += len;
                     m.frames += 1;
+                    m.rsv1_on_continuation |= rsv1;
                 }
             }
-            _ => {} // ping, pong
+            0x9 | 0xA => self.log.pings += 1,
+            _ => {}
         }
         self.pending.drain(..at);
         self.skip = len;
@@ -410,9 +437,10 @@ fn header_value<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Checks both directions carried the script's messages, compressed or not as agreed, and
-/// a 1000 close each way.
-fn check_wire(wire: &Wire, compression: bool) {
+/// Checks both directions carried the script's messages, compressed or not as agreed, the
+/// fragmented one in at least `client_fragments` frames from the client, a ping and its
+/// pong, and a 1000 close each way.
+fn check_wire(wire: &Wire, compression: bool, client_fragments: usize) {
     let ext = header_value(&wire.from_server.head, "sec-websocket-extensions");
     if compression {
         let ext = ext.expect("permessage-deflate was offered by the client and not agreed");
@@ -452,6 +480,18 @@ fn check_wire(wire: &Wire, compression: bool) {
             if !compression {
                 assert_eq!(m.wire_len, want.len() as u64, "{dir}: message {i} length");
             }
+            assert!(
+                !m.rsv1_on_continuation,
+                "{dir}: message {i}: RSV1 on a continuation"
+            );
+        }
+        if dir == "client to server" {
+            // Three fragments; websockets ends an iterable with an empty FIN frame.
+            assert!(
+                log.messages[FRAGMENTED].frames >= client_fragments,
+                "{dir}: the fragmented message went as {} frame(s)",
+                log.messages[FRAGMENTED].frames
+            );
         }
         if compression {
             // The empty messages went compressed: RFC 7692 7.2.3.6's single 0x00 byte (or
@@ -465,6 +505,7 @@ fn check_wire(wire: &Wire, compression: bool) {
             }
         }
         assert_eq!(log.closes, [Some(1000)], "{dir}: close frames");
+        assert_eq!(log.pings, 1, "{dir}: pings and pongs");
     }
 }
 
@@ -494,10 +535,16 @@ async fn our_server(listener: TcpListener) -> Option<u16> {
     let mut ws = accept(stream, &config).await.expect("server handshake");
     let mut expected = script().into_iter().enumerate();
     let mut close = None;
+    let mut pinged = false;
     while let Some(msg) = ws.recv().await.expect("server recv") {
         match msg {
             Message::Close(frame) => close = frame.map(|f| f.code),
-            Message::Ping(_) | Message::Pong(_) => {}
+            // The library answers it; the wire check sees the pong.
+            Message::Ping(p) => {
+                assert_eq!(p, PING, "ping payload");
+                pinged = true;
+            }
+            Message::Pong(_) => panic!("a pong nobody asked for"),
             data => {
                 let (i, want) = expected.next().expect("more messages than the script");
                 assert!(
@@ -514,6 +561,7 @@ async fn our_server(listener: TcpListener) -> Option<u16> {
         expected.next().is_none(),
         "the connection closed before the script ended"
     );
+    assert!(pinged, "the client's ping did not arrive");
     close
 }
 
@@ -534,7 +582,7 @@ async fn peer_client_against_our_server(peer: Peer, compression: bool, test: &st
         .expect("our server did not finish after the client left")
         .unwrap();
     assert_eq!(close, Some(1000), "the close code our server received");
-    check_wire(&proxy.finish().await, compression);
+    check_wire(&proxy.finish().await, compression, 3);
 }
 
 /// Our client against a peer's echo server, through the proxy.
@@ -555,7 +603,18 @@ async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &st
     tokio::time::timeout(TEST_LIMIT, async {
         let mut ws = connect(&url, &config).await.expect("connect");
         for (i, msg) in script().into_iter().enumerate() {
-            ws.send(msg.clone()).await.expect("send");
+            if i == FRAGMENTED {
+                let bytes = msg.as_text_bytes();
+                let mut w = ws.begin_message(MessageKind::Text).expect("begin");
+                w.send_chunk(&bytes[..CUTS[0]]).await.expect("fragment");
+                w.send_chunk(&bytes[CUTS[0]..CUTS[1]])
+                    .await
+                    .expect("fragment");
+                w.finish(&bytes[CUTS[1]..]).await.expect("last fragment");
+                ws.flush().await.expect("flush");
+            } else {
+                ws.send(msg.clone()).await.expect("send");
+            }
             let echo = loop {
                 match ws.recv().await.expect("recv") {
                     Some(m) if m.is_data() => break m,
@@ -570,6 +629,12 @@ async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &st
                 describe(&msg)
             );
         }
+        ws.ping(PING).await.expect("ping");
+        match ws.recv().await.expect("recv") {
+            Some(Message::Pong(p)) if p == PING => {}
+            Some(other) => panic!("waiting for the pong, got {}", describe(&other)),
+            None => panic!("the server closed instead of answering the ping"),
+        }
         ws.close(1000, "done").await.expect("close");
         assert_eq!(
             ws.close_frame().map(|f| f.code),
@@ -579,7 +644,13 @@ async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &st
     })
     .await
     .expect("the run did not finish in time");
-    check_wire(&proxy.finish().await, compression);
+    // Compressing, our sender holds small fragments until zlib emits output, so the three
+    // short fragments may leave as one frame.
+    check_wire(
+        &proxy.finish().await,
+        compression,
+        if compression { 1 } else { 3 },
+    );
 }
 
 // --- the tests -------------------------------------------------------------------------
@@ -656,13 +727,15 @@ fn wire_parser_reads_headers_split_anywhere() {
                 opcode: 1,
                 compressed: true,
                 wire_len: 3,
-                frames: 1
+                frames: 1,
+                rsv1_on_continuation: false,
             },
             WireMessage {
                 opcode: 2,
                 compressed: false,
                 wire_len: 300,
-                frames: 2
+                frames: 2,
+                rsv1_on_continuation: false,
             },
         ]
     );

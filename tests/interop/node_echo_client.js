@@ -14,9 +14,12 @@
 //   4  binary  empty buffer                                (empty)
 //   5  binary  16 MiB: a 256 KiB block repeated 64 times, the block being
 //              SHA-1('rapidws-0') SHA-1('rapidws-1') ... truncated to 256 KiB
+//   6  text    the string of 0 three times, sent as 3 fragments cut at bytes 2 and 50
+//              (the first cut falls inside 'é': fragments need not be valid UTF-8)
 //
-// checks each echo is identical and of the same type, closes with 1000 and checks the
-// server answered 1000. Prints PASS and exits 0, or prints what failed and exits 1.
+// checks each echo is identical and of the same type, sends a ping with payload
+// 'rapidws ping' and waits for its pong, closes with 1000 and checks the server answered
+// 1000. Prints PASS and exits 0, or prints what failed and exits 1.
 // Bounded by a 60 s timer.
 'use strict';
 const crypto = require('node:crypto');
@@ -52,13 +55,32 @@ const messages = [
   { data: '', binary: false },
   { data: Buffer.alloc(0), binary: true },
   { data: Buffer.concat(Array(64).fill(sha1Stream(256 << 10))), binary: true },
+  { data: TEXT.repeat(3), binary: false, cuts: [2, 50] },
 ];
+
+// Sends message `i`, as fragments when it has cuts.
+function sendMessage(i) {
+  const m = messages[i];
+  if (!m.cuts) {
+    ws.send(m.data, { binary: m.binary });
+    return;
+  }
+  const bytes = Buffer.from(m.data);
+  const bounds = [0, ...m.cuts, bytes.length];
+  for (let k = 0; k + 1 < bounds.length; k++) {
+    ws.send(bytes.subarray(bounds[k], bounds[k + 1]), {
+      binary: m.binary,
+      fin: k + 2 === bounds.length,
+    });
+  }
+}
+const PING = Buffer.from('rapidws ping');
 
 const ws = new WebSocket(url, { perMessageDeflate: compression, maxPayload: 64 << 20 });
 let next = 0;
 ws.on('open', () => {
   console.log(`connected to ${url}; extensions: ${ws.extensions || 'none'}`);
-  ws.send(messages[0].data, { binary: messages[0].binary });
+  sendMessage(0);
 });
 ws.on('message', (data, isBinary) => {
   const want = messages[next];
@@ -69,13 +91,21 @@ ws.on('message', (data, isBinary) => {
   console.log(`echoed message ${next} (${data.length} bytes)`);
   next += 1;
   if (next < messages.length) {
-    ws.send(messages[next].data, { binary: messages[next].binary });
+    sendMessage(next);
   } else {
-    ws.close(1000, 'done');
+    ws.ping(PING);
   }
+});
+let pinged = false;
+ws.on('pong', (data) => {
+  if (Buffer.compare(data, PING) !== 0) fail(`pong payload ${data.toString('hex')}`);
+  console.log('ping answered');
+  pinged = true;
+  ws.close(1000, 'done');
 });
 ws.on('close', (code) => {
   if (next !== messages.length) fail(`closed with ${code} after ${next} echoes`);
+  if (!pinged) fail('closed before the pong arrived');
   if (code !== 1000) fail(`server answered the close with ${code}, want 1000`);
   console.log('PASS');
   process.exit(0);

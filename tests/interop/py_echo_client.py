@@ -14,9 +14,11 @@ tests/interop_peers.rs; keep the three in step):
     4  binary  b""                                           (empty)
     5  binary  16 MiB: a 256 KiB block repeated 64 times, the block being
                SHA-1("rapidws-0") SHA-1("rapidws-1") ... truncated to 256 KiB
+    6  text    the string of 0 three times, sent as 3 fragments (continuation frames)
 
-checking that each comes back identical and of the same type; then closes with 1000 and
-checks the server answered 1000. Prints `PASS` and exits 0, or prints what went wrong to
+checking that each comes back identical and of the same type; then sends a ping with
+payload "rapidws ping" and waits for its pong; then closes with 1000 and checks the
+server answered 1000. Prints `PASS` and exits 0, or prints what went wrong to
 stderr and exits 1. The whole run is bounded by --timeout seconds (default 60).
 """
 
@@ -40,7 +42,8 @@ def sha1_stream(n: int) -> bytes:
 
 
 def script() -> list:
-    return [TEXT, TEXT * 4096, bytes(range(256)) * 4, "", b"", sha1_stream(BIG_BLOCK) * (BIG // BIG_BLOCK)]
+    return [TEXT, TEXT * 4096, bytes(range(256)) * 4, "", b"", sha1_stream(BIG_BLOCK) * (BIG // BIG_BLOCK),
+            [TEXT, TEXT, TEXT]]
 
 
 def describe(m) -> str:
@@ -54,11 +57,17 @@ async def run(url: str, compression: bool) -> None:
         ext = ws.response.headers.get("Sec-WebSocket-Extensions", "none")
         print(f"connected to {url}; extensions: {ext}", flush=True)
         for sent in script():
+            # A list is sent as a fragmented message; its echo is the joined text.
             await ws.send(sent)
+            if isinstance(sent, list):
+                sent = "".join(sent)
             got = await ws.recv()
             if type(got) is not type(sent) or got != sent:
                 raise AssertionError(f"echo mismatch: sent {describe(sent)}, got {describe(got)}")
             print(f"echoed {describe(sent)}", flush=True)
+        pong = await ws.ping(b"rapidws ping")
+        await asyncio.wait_for(pong, 10)
+        print("ping answered", flush=True)
         await ws.close(1000, "done")
         if ws.close_code != 1000:
             raise AssertionError(f"server answered the close with code {ws.close_code}, want 1000")
