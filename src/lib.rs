@@ -10,6 +10,8 @@ pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
 pub mod handshake;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 
 pub use rapidws_simd as simd;
 

@@ -1,0 +1,74 @@
+//! Autobahn testsuite testee (server role): echoes every text and binary message exactly,
+//! with permessage-deflate accepted and generous limits.
+//!
+//! ```text
+//! cargo run --release --example autobahn_server [-- --port 9001] [--split]
+//! wstest -m fuzzingclient -s autobahn/fuzzingclient.json
+//! ```
+//!
+//! `--split` runs each connection with split halves: one task receives and forwards
+//! messages over a small channel, another sends them back.
+
+use std::time::Duration;
+
+use rapidws::deflate::DeflateConfig;
+use rapidws::tokio::{Config, ServerConfig, WebSocket, serve};
+use tokio::net::{TcpListener, TcpStream};
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let port = args
+        .iter()
+        .position(|a| a == "--port")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(9001u16);
+    let split = args.iter().any(|a| a == "--split");
+    let connection = Config::default()
+        .with_max_message_size(64 << 20)
+        .with_max_frame_size(64 << 20)
+        .with_keepalive(None, Duration::from_secs(30))
+        .with_close_timeout(Duration::from_secs(3));
+    let config = ServerConfig::default()
+        .with_connection(connection)
+        .with_deflate(Some(DeflateConfig::default()));
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    println!(
+        "autobahn testee server on ws://{}/ ({})",
+        listener.local_addr()?,
+        if split { "split halves" } else { "single task" }
+    );
+    if split {
+        serve(listener, config, echo_split).await
+    } else {
+        serve(listener, config, echo).await
+    }
+}
+
+async fn echo(mut ws: WebSocket<TcpStream>) {
+    while let Ok(Some(msg)) = ws.recv().await {
+        if msg.is_data() && ws.send(msg).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn echo_split(ws: WebSocket<TcpStream>) {
+    let (mut rd, mut wr) = ws.split();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if wr.send(msg).await.is_err() {
+                return;
+            }
+        }
+    });
+    while let Ok(Some(msg)) = rd.recv().await {
+        if msg.is_data() && tx.send(msg).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
+}

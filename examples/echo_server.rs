@@ -1,0 +1,44 @@
+//! An echo server with permessage-deflate: every text and binary message is sent back.
+//!
+//! ```text
+//! cargo run --release --example echo_server [-- --port 9001]
+//! ```
+
+use rapidws::deflate::DeflateConfig;
+use rapidws::tokio::{ServerConfig, WebSocket, serve};
+use tokio::net::{TcpListener, TcpStream};
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let port = port_arg().unwrap_or(9001);
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    println!("echo server listening on ws://{}/", listener.local_addr()?);
+    let config = ServerConfig::default().with_deflate(Some(DeflateConfig::default()));
+    serve(listener, config, echo).await
+}
+
+async fn echo(mut ws: WebSocket<TcpStream>) {
+    loop {
+        match ws.recv().await {
+            Ok(Some(msg)) if msg.is_data() => {
+                if let Err(e) = ws.send(msg).await {
+                    eprintln!("send failed: {e}");
+                    return;
+                }
+            }
+            // Pings are answered and closes echoed by the library.
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(e) => {
+                eprintln!("connection failed: {e}");
+                return;
+            }
+        }
+    }
+}
+
+fn port_arg() -> Option<u16> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == "--port")?;
+    args.get(i + 1)?.parse().ok()
+}

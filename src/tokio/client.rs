@@ -1,0 +1,112 @@
+//! Client side: URL, DNS, TCP connect and the opening handshake.
+
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::Role;
+use crate::connection::Connection;
+#[cfg(feature = "deflate")]
+use crate::deflate::PerMessageDeflate;
+use crate::handshake::{ClientHandshake, ClientRequest};
+
+use super::config::ClientConfig;
+use super::error::{Error, Timeout};
+use super::net::connect_tcp;
+use super::url::WsUrl;
+use super::ws::WebSocket;
+
+/// Connects to a `ws://host[:port]/path` URL: resolves the host, connects over TCP (within
+/// [`ClientConfig::connect_timeout`], trying each address), sets `TCP_NODELAY`, and runs
+/// the opening handshake (within the handshake timeout), offering the configured
+/// subprotocols and permessage-deflate.
+///
+/// A server's refusal comes back as [`Error::ClientHandshake`] holding
+/// [`ClientError::Status`](crate::handshake::ClientError::Status) with the response.
+/// For `wss://`, connect your own TLS stream and call [`client_handshake`].
+pub async fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
+    let url = WsUrl::parse(url)?;
+    let stream = connect_tcp(&url, config.connect_timeout, config.nodelay)
+        .await
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::TimedOut => Error::Timeout(Timeout::Connect),
+            _ => Error::Io(e),
+        })?;
+    client_handshake(stream, &url.host_header(), &url.resource, config).await
+}
+
+/// Runs the client side of the opening handshake on an already connected `stream`, for
+/// `host` (the `Host` header) and `path` (with query), within the handshake timeout.
+pub async fn client_handshake<S>(
+    stream: S,
+    host: &str,
+    path: &str,
+    config: &ClientConfig,
+) -> Result<WebSocket<S>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let handshake = handshake(stream, host, path, config);
+    match config.connection.handshake_timeout {
+        Some(t) => tokio::time::timeout(t, handshake)
+            .await
+            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
+        None => handshake.await,
+    }
+}
+
+async fn handshake<S>(
+    mut stream: S,
+    host: &str,
+    path: &str,
+    config: &ClientConfig,
+) -> Result<WebSocket<S>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut request = ClientRequest::new(host, path);
+    for p in &config.subprotocols {
+        request = request.subprotocol(p.as_str());
+    }
+    for (name, value) in &config.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    if let Some(origin) = &config.origin {
+        request = request.origin(origin.as_str());
+    }
+    let (mut hs, bytes) =
+        ClientHandshake::new(&request, config.handshake.clone()).map_err(Error::ClientHandshake)?;
+    stream.write_all(&bytes).await?;
+    stream.flush().await?;
+    let mut buf = vec![0u8; 2048];
+    let upgraded = loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Err(Error::Io(io::ErrorKind::UnexpectedEof.into()));
+        }
+        match hs.feed(&buf[..n]) {
+            Ok(None) => {}
+            Ok(Some(u)) => break u,
+            Err(e) => return Err(Error::ClientHandshake(e)),
+        }
+    };
+    drop(buf);
+    #[allow(unused_mut)]
+    let mut conn = Connection::new(
+        Role::Client,
+        config.connection.protocol.clone(),
+        super::engine::now(),
+    );
+    #[cfg(feature = "deflate")]
+    if let (Some(params), Some(deflate)) = (upgraded.deflate, config.handshake.deflate.as_ref()) {
+        conn.set_deflate(PerMessageDeflate::new(Role::Client, params, deflate));
+    }
+    Ok(WebSocket::from_connection(
+        stream,
+        conn,
+        &config.connection,
+        &upgraded.leftover,
+        upgraded.subprotocol,
+    ))
+}

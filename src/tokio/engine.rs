@@ -1,0 +1,431 @@
+//! Drives a sans-IO [`Connection`] over tokio IO: reads into its receive buffer, moves its
+//! output into the [`SendQueue`] and writes that with vectored writes, and runs its timers
+//! on a tokio `Sleep`.
+//!
+//! The same engine serves the whole [`WebSocket`](super::WebSocket) and, behind a mutex,
+//! its split halves. Reading answers pings and echoes closes (the connection queues them;
+//! the engine writes them), so an application that never writes still follows the
+//! protocol. While more than `control_queue_capacity` control frames wait for the socket,
+//! the engine stops reading: a ping flood meets TCP backpressure, not a growing queue.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::time::Sleep;
+
+use crate::codec::CloseCode;
+use crate::connection::{self, Connection, OwnedEvent};
+
+use super::config::Config;
+use super::error::Error;
+use super::message::CloseFrame;
+use super::queue::SendQueue;
+
+/// Largest read asked of the socket while a large message streams in.
+const MAX_READ_CHUNK: usize = 256 * 1024;
+
+/// The socket as the reading side sees it: read and write ends, used one at a time.
+pub(crate) trait Io {
+    fn rd(&mut self) -> Pin<&mut (dyn AsyncRead + Unpin + '_)>;
+    fn wr(&mut self) -> Pin<&mut (dyn AsyncWrite + Unpin + '_)>;
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Io for S {
+    fn rd(&mut self) -> Pin<&mut (dyn AsyncRead + Unpin + '_)> {
+        Pin::new(self)
+    }
+    fn wr(&mut self) -> Pin<&mut (dyn AsyncWrite + Unpin + '_)> {
+        Pin::new(self)
+    }
+}
+
+/// A read end and a write end held apart (split halves).
+pub(crate) struct PairIo<'a, R, W> {
+    pub(crate) rd: &'a mut R,
+    pub(crate) wr: &'a mut W,
+}
+
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Io for PairIo<'_, R, W> {
+    fn rd(&mut self) -> Pin<&mut (dyn AsyncRead + Unpin + '_)> {
+        Pin::new(&mut *self.rd)
+    }
+    fn wr(&mut self) -> Pin<&mut (dyn AsyncWrite + Unpin + '_)> {
+        Pin::new(&mut *self.wr)
+    }
+}
+
+/// Runs `f` with the context writes should register: `cx` itself, or for split halves a
+/// context whose waker wakes both halves (the socket keeps one write waker only).
+fn with_wcx<T>(
+    cx: &mut Context<'_>,
+    ww: Option<&Waker>,
+    f: impl FnOnce(&mut Context<'_>) -> T,
+) -> T {
+    match ww {
+        Some(w) => f(&mut Context::from_waker(w)),
+        None => f(cx),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    /// The connection is closed (both closes passed) or failed: write out what is queued,
+    /// shut our direction down, then wait for the peer's FIN.
+    Finishing {
+        shut_down: bool,
+    },
+    /// Nothing more: receive calls return `None`.
+    Done,
+}
+
+/// The per-connection engine.
+pub(crate) struct Engine {
+    pub(crate) conn: Connection,
+    queue: SendQueue,
+    /// Control frames moved to the queue since it was last empty.
+    control_pending: usize,
+    control_capacity: usize,
+    high_water: usize,
+    read_buffer_size: usize,
+    /// Current read size: doubles while reads fill it (a large message streaming in),
+    /// back to `read_buffer_size` when the connection goes idle.
+    read_size: usize,
+    sleep: Option<Pin<Box<Sleep>>>,
+    armed: Option<tokio::time::Instant>,
+    close_timeout: Duration,
+    eof: bool,
+    state: State,
+    /// An error to report once the close frame it caused has been written.
+    pending_error: Option<Error>,
+    /// The peer's close frame, once received.
+    pub(crate) peer_close: Option<CloseFrame>,
+    /// Our own shutdown of the write direction has happened.
+    write_shut: bool,
+}
+
+/// The current time as the connection's clock wants it. tokio's clock is used so that a
+/// paused test clock drives the timers too.
+pub(crate) fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+impl Engine {
+    pub(crate) fn new(conn: Connection, config: &Config, leftover: &[u8]) -> Self {
+        let mut engine = Engine {
+            conn,
+            queue: SendQueue::default(),
+            control_pending: 0,
+            control_capacity: config.control_queue_capacity.max(1),
+            high_water: config.send_queue_high_water,
+            read_buffer_size: config.read_buffer_size.max(256),
+            read_size: config.read_buffer_size.max(256),
+            sleep: None,
+            armed: None,
+            close_timeout: config
+                .protocol
+                .close_timeout
+                .unwrap_or(Duration::from_secs(5)),
+            eof: false,
+            state: State::Open,
+            pending_error: None,
+            peer_close: None,
+            write_shut: false,
+        };
+        if !leftover.is_empty() {
+            engine.conn.handle_bytes(now(), leftover);
+        }
+        engine
+    }
+
+    /// Bytes waiting to be written.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Moves the connection's output frames into the send queue.
+    fn take_output(&mut self) {
+        while let Some(t) = self.conn.poll_transmit() {
+            let header = t.header();
+            // Opcodes 0x8-0xF are control frames (RFC 6455 5.5).
+            if header.first().is_some_and(|b| b & 0x08 != 0) {
+                self.control_pending += 1;
+            }
+            self.queue.push_frame(header, t.payload().clone());
+        }
+    }
+
+    /// Writes the queue out; `Ready(Ok)` when it is empty.
+    pub(crate) fn poll_drain(
+        &mut self,
+        cx: &mut Context<'_>,
+        wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+    ) -> Poll<io::Result<()>> {
+        self.take_output();
+        let r = self.queue.poll_drain(cx, wr);
+        if self.queue.is_empty() {
+            self.control_pending = 0;
+        }
+        r
+    }
+
+    /// Drains, then flushes the IO object.
+    pub(crate) fn poll_flush(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+    ) -> Poll<Result<(), Error>> {
+        ready!(self.poll_drain(cx, wr.as_mut())).map_err(Error::Io)?;
+        ready!(wr.poll_flush(cx)).map_err(Error::Io)?;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Waits until the queue has room for `extra` bytes, writing to make room.
+    pub(crate) fn poll_room(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+        extra: usize,
+    ) -> Poll<Result<(), Error>> {
+        loop {
+            self.take_output();
+            if self.queue.has_room(extra, self.high_water) {
+                return Poll::Ready(Ok(()));
+            }
+            ready!(self.poll_drain(cx, wr.as_mut())).map_err(Error::Io)?;
+        }
+    }
+
+    /// Whether `extra` more bytes fit under the high-water mark right now.
+    pub(crate) fn has_room(&mut self, extra: usize) -> bool {
+        self.take_output();
+        self.queue.has_room(extra, self.high_water)
+    }
+
+    /// Runs a send operation on the connection and queues its frames.
+    pub(crate) fn send_with(
+        &mut self,
+        f: impl FnOnce(&mut Connection) -> Result<(), connection::SendError>,
+    ) -> Result<(), Error> {
+        let r = f(&mut self.conn);
+        self.take_output();
+        r.map_err(Error::from_send)
+    }
+
+    /// Arms the timer for the connection's next deadline; true when it has fired (and
+    /// `handle_timeout` ran).
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
+        let deadline = match self.state {
+            State::Open => self.conn.poll_timeout().map(tokio::time::Instant::from_std),
+            // While finishing, the close timeout bounds the wait (armed on entry).
+            _ => self.armed,
+        };
+        let Some(at) = deadline else {
+            self.sleep = None;
+            self.armed = None;
+            return false;
+        };
+        if self.armed != Some(at) {
+            self.armed = Some(at);
+            match self.sleep.as_mut() {
+                Some(s) => s.as_mut().reset(at),
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(at))),
+            }
+        }
+        let fired = self
+            .sleep
+            .as_mut()
+            .is_some_and(|s| s.as_mut().poll(cx).is_ready());
+        if fired {
+            self.armed = None;
+            if self.state == State::Open {
+                self.conn.handle_timeout(now());
+            }
+        }
+        fired
+    }
+
+    fn start_finishing(&mut self) {
+        if let State::Open = self.state {
+            self.state = State::Finishing { shut_down: false };
+            let at = tokio::time::Instant::now() + self.close_timeout;
+            self.armed = None;
+            self.sleep = None;
+            self.armed = Some(at);
+            self.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
+        }
+    }
+
+    /// The next event from the peer. `Ok(None)` once the connection has closed cleanly
+    /// (and after an error has been returned).
+    pub(crate) fn poll_recv(
+        &mut self,
+        cx: &mut Context<'_>,
+        ww: Option<&Waker>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<Option<OwnedEvent>, Error>> {
+        loop {
+            match self.state {
+                State::Done => return Poll::Ready(Ok(None)),
+                State::Finishing { .. } => return self.poll_finish(cx, ww, io),
+                State::Open => {}
+            }
+            match self.conn.poll_event_owned() {
+                Some(Ok(ev)) => {
+                    if let OwnedEvent::Close(c) = &ev {
+                        self.peer_close = Some(match c {
+                            Some((code, reason)) => CloseFrame::new(code.0, reason.as_str()),
+                            None => CloseFrame::new(CloseCode(1005).0, ""),
+                        });
+                    }
+                    // Pongs and the close echo leave now if the socket takes them.
+                    let r = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()));
+                    if let Poll::Ready(Err(e)) = r {
+                        self.pending_error = Some(Error::Io(e));
+                        self.start_finishing();
+                    } else if self.conn.is_closed() {
+                        self.start_finishing();
+                    }
+                    return Poll::Ready(Ok(Some(ev)));
+                }
+                Some(Err(e)) => {
+                    self.pending_error = Some(Error::from_connection(e));
+                    self.start_finishing();
+                    continue;
+                }
+                None => {}
+            }
+            if self.conn.is_closed() {
+                self.start_finishing();
+                continue;
+            }
+            if let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr())) {
+                self.state = State::Done;
+                return Poll::Ready(Err(Error::Io(e)));
+            }
+            if self.poll_timer(cx) {
+                continue;
+            }
+            // Too many control frames wait for the socket: stop reading until it takes
+            // them (the drain above registered for write readiness).
+            if self.control_pending >= self.control_capacity && !self.queue.is_empty() {
+                return Poll::Pending;
+            }
+            if self.eof {
+                // RFC 6455 7.1.5: the TCP connection closed without a close frame
+                // (status 1006).
+                self.state = State::Done;
+                return Poll::Ready(Err(Error::Io(io::ErrorKind::UnexpectedEof.into())));
+            }
+            match self.poll_fill(cx, io) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => {
+                    self.state = State::Done;
+                    return Poll::Ready(Err(Error::Io(e)));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Reads once into the connection's receive buffer.
+    fn poll_fill(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) -> Poll<io::Result<()>> {
+        let want = self.read_size;
+        let buf = self.conn.recv_buffer();
+        if buf.capacity() - buf.len() < want / 2 {
+            buf.reserve(want);
+        }
+        let spare = buf.capacity() - buf.len();
+        let mut rd = io.rd();
+        let fut = rd.read_buf(buf);
+        match std::pin::pin!(fut).poll(cx) {
+            Poll::Ready(Ok(0)) => {
+                self.eof = true;
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(n)) => {
+                self.conn.handle_received(now());
+                if n == spare {
+                    // The read filled what we offered: offer more next time.
+                    self.read_size = (self.read_size * 2).min(MAX_READ_CHUNK);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                // Idle: an empty receive buffer is released, so an idle connection holds
+                // none; the next read allocates a small one again.
+                if buf.is_empty() && buf.capacity() > 0 {
+                    *buf = BytesMut::new();
+                    self.read_size = self.read_buffer_size;
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Writes what is queued (our close among it), shuts our direction down and waits for
+    /// the peer to close, all within the close timeout.
+    fn poll_finish(
+        &mut self,
+        cx: &mut Context<'_>,
+        ww: Option<&Waker>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<Option<OwnedEvent>, Error>> {
+        let expired = self
+            .sleep
+            .as_mut()
+            .is_some_and(|s| s.as_mut().poll(cx).is_ready());
+        let State::Finishing { shut_down } = self.state else {
+            return Poll::Ready(Ok(None));
+        };
+        if !shut_down && !expired {
+            let r = with_wcx(cx, ww, |wcx| -> Poll<io::Result<()>> {
+                ready!(self.poll_drain(wcx, io.wr()))?;
+                let mut wr = io.wr();
+                ready!(wr.as_mut().poll_flush(wcx))?;
+                wr.poll_shutdown(wcx)
+            });
+            match r {
+                Poll::Pending => return Poll::Pending,
+                // Errors here mean the peer is gone already; nothing is left to wait for.
+                Poll::Ready(Err(_)) => self.eof = true,
+                Poll::Ready(Ok(())) => {}
+            }
+            self.write_shut = true;
+            self.state = State::Finishing { shut_down: true };
+        }
+        // RFC 6455 7.1.1: the server closes the TCP connection first; the client waits
+        // for that. After a failure there is nothing to wait for.
+        let wait_for_fin = self.pending_error.is_none();
+        while wait_for_fin && !self.eof && !expired {
+            let buf = self.conn.recv_buffer();
+            buf.clear();
+            if buf.capacity() < 512 {
+                buf.reserve(512);
+            }
+            let mut rd = io.rd();
+            let fut = rd.read_buf(buf);
+            match std::pin::pin!(fut).poll(cx) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => self.eof = true,
+                Poll::Ready(Ok(_)) => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        *self.conn.recv_buffer() = BytesMut::new();
+        self.state = State::Done;
+        self.sleep = None;
+        match self.pending_error.take() {
+            Some(e) => Poll::Ready(Err(e)),
+            None if expired && !self.write_shut => {
+                Poll::Ready(Err(Error::Timeout(super::Timeout::Close)))
+            }
+            None => Poll::Ready(Ok(None)),
+        }
+    }
+}

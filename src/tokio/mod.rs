@@ -1,0 +1,44 @@
+//! The tokio IO layer: WebSocket connections over any `AsyncRead + AsyncWrite`, a client
+//! ([`connect`]) and a server ([`accept`], [`serve`]).
+//!
+//! ```no_run
+//! use rapidws::tokio::{ClientConfig, Message, connect};
+//!
+//! # async fn run() -> Result<(), rapidws::tokio::Error> {
+//! let mut ws = connect("ws://127.0.0.1:9001/", &ClientConfig::default()).await?;
+//! ws.send(Message::text("hello")).await?;
+//! while let Some(msg) = ws.recv().await? {
+//!     println!("{msg:?}");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Everything protocol-related happens in the sans-IO [`Connection`](crate::connection::Connection);
+//! this layer reads into its buffer, writes its frames (header and payload in one
+//! vectored write, many frames per write), and runs its timers on tokio's clock.
+//!
+//! Memory: an idle connection holds no receive buffer (it is released whenever it is
+//! empty and the socket has nothing) and an empty send queue.
+
+mod client;
+mod config;
+mod engine;
+mod error;
+mod message;
+mod net;
+mod queue;
+mod server;
+mod url;
+mod ws;
+
+pub use client::{client_handshake, connect};
+pub use config::{ClientConfig, Config, ServerConfig};
+pub use error::{Error, Timeout, TrySendError};
+pub use message::{CloseFrame, Message, Utf8Bytes};
+pub use server::{Reject, accept, accept_with, serve};
+pub use url::{UrlError, WsUrl};
+pub use ws::{IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
+
+pub use crate::codec::MessageKind;
+pub use crate::connection::Delivery;

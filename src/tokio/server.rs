@@ -1,0 +1,186 @@
+//! Server side: the opening handshake over any stream, and a TCP accept loop.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::Role;
+use crate::connection::Connection;
+#[cfg(feature = "deflate")]
+use crate::deflate::PerMessageDeflate;
+use crate::handshake::{Request, ServerHandshake};
+
+use super::config::ServerConfig;
+use super::error::{Error, Timeout};
+use super::net::{ACCEPT_BACKOFF, is_transient_accept_error};
+use super::ws::WebSocket;
+
+/// An application's refusal of an upgrade request (after routing or authentication).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reject {
+    /// The HTTP status to answer with, 300..=599 (anything else becomes 500).
+    pub status: u16,
+    /// A plain-text body.
+    pub body: String,
+}
+
+impl Reject {
+    /// A refusal with `status` and `body`.
+    pub fn new(status: u16, body: impl Into<String>) -> Self {
+        Reject {
+            status,
+            body: body.into(),
+        }
+    }
+}
+
+/// Runs the server side of the opening handshake on `stream` within the configured
+/// handshake timeout, accepting every valid request.
+///
+/// A request the handshake must refuse (malformed, wrong version, ...) is answered with
+/// the matching HTTP error response before this returns [`Error::ServerHandshake`].
+pub async fn accept<S>(stream: S, config: &ServerConfig) -> Result<WebSocket<S>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    accept_with(stream, config, |_| Ok(())).await
+}
+
+/// [`accept`], letting `check` inspect the request (path, headers, origin) first and
+/// refuse it with an HTTP status; the refusal is sent and [`Error::Rejected`] returned.
+pub async fn accept_with<S, F>(
+    stream: S,
+    config: &ServerConfig,
+    check: F,
+) -> Result<WebSocket<S>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: FnOnce(&Request) -> Result<(), Reject>,
+{
+    let handshake = handshake(stream, config, check);
+    match config.connection.handshake_timeout {
+        Some(t) => tokio::time::timeout(t, handshake)
+            .await
+            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
+        None => handshake.await,
+    }
+}
+
+async fn handshake<S, F>(
+    mut stream: S,
+    config: &ServerConfig,
+    check: F,
+) -> Result<WebSocket<S>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: FnOnce(&Request) -> Result<(), Reject>,
+{
+    let mut hs = ServerHandshake::new(&config.handshake);
+    let mut buf = vec![0u8; 2048];
+    let request = loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Err(Error::Io(io::ErrorKind::UnexpectedEof.into()));
+        }
+        match hs.feed(&buf[..n]) {
+            Ok(None) => {}
+            Ok(Some(request)) => break request,
+            Err(e) => {
+                refuse(&mut stream, &e.response()).await;
+                return Err(Error::ServerHandshake(e));
+            }
+        }
+    };
+    drop(buf);
+    if let Err(reject) = check(&request) {
+        refuse(
+            &mut stream,
+            &request.reject(reject.status, &[], &reject.body),
+        )
+        .await;
+        return Err(Error::Rejected(reject.status));
+    }
+    let accepted = match request.accept(&config.handshake) {
+        Ok(a) => a,
+        Err(e) => {
+            refuse(&mut stream, &e.response()).await;
+            return Err(Error::ServerHandshake(e));
+        }
+    };
+    stream.write_all(&accepted.response).await?;
+    stream.flush().await?;
+    #[allow(unused_mut)]
+    let mut conn = Connection::new(
+        Role::Server,
+        config.connection.protocol.clone(),
+        super::engine::now(),
+    );
+    #[cfg(feature = "deflate")]
+    if let (Some(params), Some(deflate)) = (accepted.deflate, config.handshake.deflate.as_ref()) {
+        conn.set_deflate(PerMessageDeflate::new(Role::Server, params, deflate));
+    }
+    Ok(WebSocket::from_connection(
+        stream,
+        conn,
+        &config.connection,
+        &accepted.leftover,
+        accepted.subprotocol,
+    ))
+}
+
+/// Sends a refusal and closes; the peer may be gone already, which changes nothing.
+async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, response: &[u8]) {
+    let _ = stream.write_all(response).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Accepts TCP connections on `listener` forever, runs the handshake on each (within the
+/// handshake timeout) and hands every opened connection to `handler` on its own task.
+///
+/// At most [`ServerConfig::max_connections`] connections (handshaking or open) are handled
+/// at once; past that, new connections wait in the listen backlog. Refused handshakes get
+/// their HTTP response and are dropped; use [`accept`] yourself to see those errors.
+/// `TCP_NODELAY` is set on every connection (this layer batches its own writes). Errors
+/// from `accept` that concern one connection are skipped; others (out of file
+/// descriptors) pause the loop briefly.
+pub async fn serve<F, Fut>(
+    listener: TcpListener,
+    config: ServerConfig,
+    handler: F,
+) -> io::Result<()>
+where
+    F: Fn(WebSocket<TcpStream>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let config = Arc::new(config);
+    let handler = Arc::new(handler);
+    loop {
+        let permit = limit
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| io::Error::other("connection limit closed"))?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) if is_transient_accept_error(&e) => continue,
+            Err(_) => {
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let config = config.clone();
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Ok(ws) = accept(stream, &config).await {
+                handler(ws).await;
+            }
+        });
+    }
+}

@@ -1,0 +1,168 @@
+//! The small part of URL parsing a WebSocket client needs (RFC 6455 3).
+
+use std::fmt;
+
+/// A parsed `ws://` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WsUrl {
+    /// Host name or IP literal, without brackets.
+    pub host: String,
+    /// Port; 80 when the URL names none.
+    pub port: u16,
+    /// Path and query, starting with `/`.
+    pub resource: String,
+}
+
+/// Why a URL was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UrlError {
+    /// Only `ws://` is supported (`wss://` needs a TLS stream: use
+    /// [`client_handshake`](super::client_handshake) over your own TLS connection).
+    UnsupportedScheme,
+    /// The host is missing or malformed.
+    BadHost,
+    /// The port is not a number in 1..=65535.
+    BadPort,
+    /// RFC 6455 3: fragment identifiers are not allowed in WebSocket URIs.
+    Fragment,
+    /// User information (`user@host`) is not supported.
+    UserInfo,
+}
+
+impl fmt::Display for UrlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            UrlError::UnsupportedScheme => "unsupported URL scheme (expected ws://)",
+            UrlError::BadHost => "missing or malformed host in URL",
+            UrlError::BadPort => "invalid port in URL",
+            UrlError::Fragment => "URL fragments are not allowed in WebSocket URIs",
+            UrlError::UserInfo => "user information in URL is not supported",
+        })
+    }
+}
+
+impl std::error::Error for UrlError {}
+
+impl WsUrl {
+    /// Parses `ws://host[:port][/path][?query]`.
+    pub fn parse(url: &str) -> Result<WsUrl, UrlError> {
+        let rest = strip_prefix_ignore_case(url, "ws://").ok_or(UrlError::UnsupportedScheme)?;
+        // RFC 6455 3: "Fragment identifiers are meaningless in the context of WebSocket
+        // URIs and MUST NOT be used on these URIs."
+        if rest.contains('#') {
+            return Err(UrlError::Fragment);
+        }
+        let split = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, resource) = rest.split_at(split);
+        if authority.contains('@') {
+            return Err(UrlError::UserInfo);
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let end = v6.find(']').ok_or(UrlError::BadHost)?;
+            let host = &v6[..end];
+            host.parse::<std::net::Ipv6Addr>()
+                .map_err(|_| UrlError::BadHost)?;
+            let after = &v6[end + 1..];
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(UrlError::BadHost),
+            };
+            (host, port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty()
+            || !host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b))
+        {
+            return Err(UrlError::BadHost);
+        }
+        let port = match port {
+            None | Some("") => 80,
+            Some(p) => match p.parse::<u16>() {
+                Ok(0) | Err(_) => return Err(UrlError::BadPort),
+                Ok(p) => p,
+            },
+        };
+        let resource = match resource {
+            "" => "/".to_owned(),
+            r if r.starts_with('?') => format!("/{r}"),
+            r => r.to_owned(),
+        };
+        Ok(WsUrl {
+            host: host.to_owned(),
+            port,
+            resource,
+        })
+    }
+
+    /// The `Host` header value (RFC 7230 5.4): the port is left out when it is the default.
+    pub fn host_header(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == 80 {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_host_port_path_and_query() {
+        let u = WsUrl::parse("ws://127.0.0.1:9002/runCase?case=3&agent=rapidws").unwrap();
+        assert_eq!(u.host, "127.0.0.1");
+        assert_eq!(u.port, 9002);
+        assert_eq!(u.resource, "/runCase?case=3&agent=rapidws");
+        assert_eq!(u.host_header(), "127.0.0.1:9002");
+    }
+
+    #[test]
+    fn defaults_port_80_and_root_path() {
+        let u = WsUrl::parse("WS://example.com").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.resource.as_str()),
+            ("example.com", 80, "/")
+        );
+        assert_eq!(u.host_header(), "example.com");
+        assert_eq!(WsUrl::parse("ws://h?x=1").unwrap().resource, "/?x=1");
+    }
+
+    #[test]
+    fn parses_bracketed_ipv6() {
+        let u = WsUrl::parse("ws://[::1]:8080/a").unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("::1", 8080));
+        assert_eq!(u.host_header(), "[::1]:8080");
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_honour() {
+        assert_eq!(WsUrl::parse("wss://h/"), Err(UrlError::UnsupportedScheme));
+        assert_eq!(WsUrl::parse("http://h/"), Err(UrlError::UnsupportedScheme));
+        assert_eq!(WsUrl::parse("ws://h/#frag"), Err(UrlError::Fragment));
+        assert_eq!(WsUrl::parse("ws://:80/"), Err(UrlError::BadHost));
+        assert_eq!(WsUrl::parse("ws://h:0/"), Err(UrlError::BadPort));
+        assert_eq!(WsUrl::parse("ws://h:99999/"), Err(UrlError::BadPort));
+        assert_eq!(WsUrl::parse("ws://u@h/"), Err(UrlError::UserInfo));
+        assert_eq!(WsUrl::parse("ws://h\r\nX: y/"), Err(UrlError::BadHost));
+    }
+}

@@ -1,0 +1,749 @@
+//! [`WebSocket`]: a connection over any `AsyncRead + AsyncWrite + Unpin`, and its halves.
+
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker, ready};
+
+use bytes::{Bytes, BytesMut};
+use futures_core::Stream;
+use futures_sink::Sink;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+
+use crate::Role;
+use crate::codec::{CloseCode, MessageKind};
+use crate::connection::{Connection, OwnedEvent};
+
+use super::config::Config;
+use super::engine::{Engine, Io, PairIo};
+use super::error::{Error, TrySendError};
+use super::message::{CloseFrame, Message, Utf8Bytes};
+
+/// A WebSocket connection over `S`, after the opening handshake, in either role.
+///
+/// # Receiving
+///
+/// [`recv`](Self::recv) (or the [`Stream`] impl) yields whole messages as [`Message`]s. A
+/// message that arrived as one frame is handed over without a copy: its payload is split
+/// off the receive buffer. Pings are answered and the peer's close is echoed while you
+/// receive, whether or not you ever send. After the close handshake `recv` returns
+/// `Ok(None)`; after an error it returns the error once and `Ok(None)` from then on.
+///
+/// Receiving is cancel-safe: dropping a `recv` future (for example in `tokio::select!`)
+/// loses nothing; the next call picks up where it stopped.
+///
+/// For messages larger than memory, configure [`Delivery::Chunks`](crate::connection::Delivery)
+/// and read each message as an [`AsyncRead`] with [`recv_stream`](Self::recv_stream).
+///
+/// # Sending and flushing
+///
+/// Frames go into a bounded send queue and leave in vectored writes, many frames per
+/// write.
+/// - [`send`](Self::send) waits for room, queues, and writes the queue out (flushes):
+///   when it returns, the message has been handed to the socket.
+/// - [`feed`](Self::feed) waits for room and queues without flushing, to batch many
+///   messages into few writes; finish with [`flush`](Self::flush).
+/// - [`try_send`](Self::try_send) never waits and never does IO: it queues, or returns
+///   [`TrySendError::QueueFull`] when the queue is past its high-water mark
+///   ([`Config::send_queue_high_water`]).
+/// - Queued bytes are also written by every receive call, so a receive loop keeps the
+///   queue moving.
+///
+/// # Closing
+///
+/// [`close`](Self::close) sends a close frame and waits (within the close timeout) for the
+/// peer's; then the TCP connection is shut down. When the peer closes first, `recv`
+/// returns its [`Message::Close`], echoes it, and then `Ok(None)`.
+pub struct WebSocket<S> {
+    io: S,
+    engine: Engine,
+    /// Chunks of a message being gathered by `recv` in chunk delivery mode.
+    gather: Option<(MessageKind, BytesMut)>,
+    subprotocol: Option<String>,
+}
+
+impl<S> std::fmt::Debug for WebSocket<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebSocket")
+            .field("role", &self.engine.conn.role())
+            .field("queued", &self.engine.queued())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Converts a core event into a [`Message`]; `None` for chunks (handled by the caller).
+fn to_message(ev: OwnedEvent) -> Option<Message> {
+    Some(match ev {
+        OwnedEvent::Message {
+            kind: MessageKind::Text,
+            data,
+        } => Message::Text(Utf8Bytes::from_validated(data)),
+        OwnedEvent::Message {
+            kind: MessageKind::Binary,
+            data,
+        } => Message::Binary(data),
+        OwnedEvent::Ping(p) => Message::Ping(p),
+        OwnedEvent::Pong(p) => Message::Pong(p),
+        OwnedEvent::Close(c) => Message::Close(c.map(|(code, reason)| CloseFrame {
+            code: code.0,
+            reason: Utf8Bytes::from(reason),
+        })),
+        _ => return None,
+    })
+}
+
+/// Gathers chunk events into whole messages (for `recv` in chunk delivery mode).
+fn gather(slot: &mut Option<(MessageKind, BytesMut)>, ev: OwnedEvent) -> Option<Message> {
+    match ev {
+        OwnedEvent::Chunk {
+            kind,
+            data,
+            first,
+            fin,
+        } => {
+            if first || slot.is_none() {
+                *slot = Some((kind, BytesMut::new()));
+            }
+            let (k, buf) = slot.as_mut()?;
+            let k = *k;
+            buf.extend_from_slice(&data);
+            if !fin {
+                return None;
+            }
+            let data = buf.split().freeze();
+            *slot = None;
+            to_message(OwnedEvent::Message { kind: k, data })
+        }
+        other => to_message(other),
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
+    /// Wraps a stream on which the opening handshake has already happened. `leftover`
+    /// are bytes read after the handshake head (the first frames), if any.
+    ///
+    /// Use this with your own handshake or transport (TLS, a Unix socket); the
+    /// [`accept`](super::accept) and [`connect`](super::connect) functions call it.
+    pub fn from_raw(io: S, role: Role, config: &Config, leftover: &[u8]) -> Self {
+        let conn = Connection::new(role, config.protocol.clone(), super::engine::now());
+        Self::from_connection(io, conn, config, leftover, None)
+    }
+
+    pub(crate) fn from_connection(
+        io: S,
+        conn: Connection,
+        config: &Config,
+        leftover: &[u8],
+        subprotocol: Option<String>,
+    ) -> Self {
+        WebSocket {
+            io,
+            engine: Engine::new(conn, config, leftover),
+            gather: None,
+            subprotocol,
+        }
+    }
+
+    /// The subprotocol agreed in the handshake, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.subprotocol.as_deref()
+    }
+
+    /// The role of this end.
+    pub fn role(&self) -> Role {
+        self.engine.conn.role()
+    }
+
+    /// The peer's close frame, once received (code 1005 when it carried none).
+    pub fn close_frame(&self) -> Option<&CloseFrame> {
+        self.engine.peer_close.as_ref()
+    }
+
+    /// The underlying stream.
+    pub fn get_ref(&self) -> &S {
+        &self.io
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.engine.queued()
+    }
+
+    /// The core connection, for what this layer does not expose.
+    pub fn connection(&self) -> &Connection {
+        &self.engine.conn
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<OwnedEvent>, Error>> {
+        self.engine.poll_recv(cx, None, &mut self.io)
+    }
+
+    /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        loop {
+            let Some(ev) = ready!(self.poll_event(cx))? else {
+                return Poll::Ready(Ok(None));
+            };
+            if let Some(m) = gather(&mut self.gather, ev) {
+                return Poll::Ready(Ok(Some(m)));
+            }
+        }
+    }
+
+    /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
+    pub async fn recv(&mut self) -> Result<Option<Message>, Error> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Receives the next data message as an [`AsyncRead`] that yields its payload as the
+    /// frames arrive (inflated, when compressed). Pings and pongs met on the way are
+    /// handled (answered) and skipped; `Ok(None)` when the connection closed instead (see
+    /// [`close_frame`](Self::close_frame)).
+    ///
+    /// With [`Delivery::Chunks`](crate::connection::Delivery) memory stays bounded
+    /// whatever the message size; with the default whole delivery the message is
+    /// assembled first and then read from memory.
+    ///
+    /// Read the message to its end before the next receive call: dropping the reader
+    /// early leaves the rest of the message to be skipped by the next `recv_stream`.
+    pub async fn recv_stream(&mut self) -> Result<Option<IncomingMessage<'_, S>>, Error> {
+        loop {
+            let ev = poll_fn(|cx| self.poll_event(cx)).await?;
+            let Some(ev) = ev else { return Ok(None) };
+            match ev {
+                OwnedEvent::Message { kind, data } => {
+                    return Ok(Some(IncomingMessage {
+                        ws: self,
+                        kind,
+                        chunk: data,
+                        fin: true,
+                    }));
+                }
+                OwnedEvent::Chunk {
+                    kind,
+                    data,
+                    first,
+                    fin,
+                } => {
+                    // A reader dropped early leaves the rest of its message: skip it.
+                    if !first {
+                        continue;
+                    }
+                    return Ok(Some(IncomingMessage {
+                        ws: self,
+                        kind,
+                        chunk: data,
+                        fin,
+                    }));
+                }
+                OwnedEvent::Close(_) => {}
+                _ => {}
+            }
+        }
+    }
+
+    fn with_room(&mut self, cx: &mut Context<'_>, extra: usize) -> Poll<Result<(), Error>> {
+        self.engine.poll_room(cx, Pin::new(&mut self.io), extra)
+    }
+
+    /// Polls the queue empty and flushes the stream.
+    pub fn poll_flush_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.engine.poll_flush(cx, Pin::new(&mut self.io))
+    }
+
+    /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
+    /// high-water mark.
+    pub fn try_send(&mut self, msg: Message) -> Result<(), TrySendError> {
+        if !self.engine.has_room(msg.len()) {
+            return Err(TrySendError::QueueFull(msg));
+        }
+        queue_message(&mut self.engine, msg).map_err(TrySendError::Failed)
+    }
+
+    /// Waits for room in the send queue, then queues `msg` (no flush).
+    pub async fn feed(&mut self, msg: Message) -> Result<(), Error> {
+        let len = msg.len();
+        poll_fn(|cx| self.with_room(cx, len)).await?;
+        queue_message(&mut self.engine, msg)
+    }
+
+    /// Sends `msg`: waits for room, queues it and writes the queue out.
+    pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
+        self.feed(msg).await?;
+        self.flush().await
+    }
+
+    /// Sends a text message.
+    pub async fn send_text(&mut self, text: impl Into<Utf8Bytes>) -> Result<(), Error> {
+        self.send(Message::Text(text.into())).await
+    }
+
+    /// Sends a binary message.
+    pub async fn send_binary(&mut self, data: impl Into<Bytes>) -> Result<(), Error> {
+        self.send(Message::Binary(data.into())).await
+    }
+
+    /// Writes everything queued and flushes the stream.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        poll_fn(|cx| self.poll_flush_queue(cx)).await
+    }
+
+    /// Starts a message of unknown length, sent as fragments: write chunks with
+    /// [`MessageWriter::send_chunk`] (or through its [`AsyncWrite`] impl), end with
+    /// [`MessageWriter::finish`]. Control frames (pongs) may go out between fragments.
+    pub fn begin_message(&mut self, kind: MessageKind) -> Result<MessageWriter<'_, S>, Error> {
+        self.engine.send_with(|c| c.begin_message(kind))?;
+        Ok(MessageWriter {
+            ws: self,
+            finished: false,
+        })
+    }
+
+    /// Sends everything `reader` yields as one fragmented message, in chunks of up to
+    /// `chunk_size` bytes; returns the payload length sent. Memory stays at one chunk.
+    pub async fn send_from<R: AsyncRead + Unpin>(
+        &mut self,
+        kind: MessageKind,
+        mut reader: R,
+        chunk_size: usize,
+    ) -> Result<u64, Error> {
+        let mut w = self.begin_message(kind)?;
+        let mut buf = vec![0u8; chunk_size.max(1)];
+        let mut total = 0u64;
+        loop {
+            let n = reader.read(&mut buf).await?;
+            if n == 0 {
+                w.finish(&[]).await?;
+                return Ok(total);
+            }
+            total += n as u64;
+            w.send_chunk(&buf[..n]).await?;
+        }
+    }
+
+    /// Sends a ping.
+    pub async fn ping(&mut self, payload: impl Into<Bytes>) -> Result<(), Error> {
+        self.send(Message::Ping(payload.into())).await
+    }
+
+    /// Closes the connection: sends a close frame with `code` and `reason` (at most 123
+    /// bytes), then receives (discarding data messages) until the peer's close arrives and
+    /// the TCP connection is shut down, within the close timeout. Returns
+    /// `Err(Error::Timeout(Timeout::Close))` when the peer did not answer in time.
+    pub async fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
+        match self.engine.send_with(|c| c.close(CloseCode(code), reason)) {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => return Err(e),
+        }
+        self.flush().await.ok();
+        while self.recv().await?.is_some() {}
+        Ok(())
+    }
+
+    /// Splits into a receiving half and a sending half, usable from different tasks.
+    ///
+    /// The halves share the connection behind a mutex that is held only inside a poll
+    /// (never across an await), and a waker pair so neither half loses the socket's write
+    /// wake-up to the other. The receiving half keeps answering pings while the sending
+    /// half is idle, and drives the timers: keep polling it.
+    pub fn split(self) -> (ReadHalf<S>, WriteHalf<S>) {
+        let (rd, wr) = tokio::io::split(self.io);
+        let wakers = Arc::new(WakerPair::default());
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                engine: self.engine,
+                wr,
+            }),
+            combined: Waker::from(wakers.clone()),
+            wakers,
+        });
+        (
+            ReadHalf {
+                rd,
+                shared: shared.clone(),
+                gather: self.gather,
+            },
+            WriteHalf { shared },
+        )
+    }
+}
+
+/// Turns a message into a send operation on the engine.
+fn queue_message(engine: &mut Engine, msg: Message) -> Result<(), Error> {
+    engine.send_with(|c| match msg {
+        Message::Text(t) => c.send_bytes(MessageKind::Text, t.into_bytes()),
+        Message::Binary(b) => c.send_bytes(MessageKind::Binary, b),
+        Message::Ping(p) => c.ping(&p),
+        Message::Pong(p) => c.pong(&p),
+        Message::Close(Some(f)) => c.close(CloseCode(f.code), f.reason.as_str()),
+        Message::Close(None) => c.close(CloseCode::NORMAL, ""),
+    })
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocket<S> {
+    type Item = Result<Message, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_recv(cx).map(Result::transpose)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
+    type Error = Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.get_mut().with_room(cx, 0)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
+        queue_message(&mut self.get_mut().engine, item)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.get_mut().poll_flush_queue(cx)
+    }
+
+    /// Sends a normal close (1000) unless one was sent, and flushes. Keep receiving to
+    /// see the peer's close.
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let this = self.get_mut();
+        match this.engine.send_with(|c| c.close(CloseCode::NORMAL, "")) {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+        this.poll_flush_queue(cx)
+    }
+}
+
+/// A data message being received, as an [`AsyncRead`] of its payload (see
+/// [`WebSocket::recv_stream`]). Reading returns 0 at the end of the message.
+pub struct IncomingMessage<'a, S> {
+    ws: &'a mut WebSocket<S>,
+    kind: MessageKind,
+    chunk: Bytes,
+    fin: bool,
+}
+
+impl<S> IncomingMessage<'_, S> {
+    /// Text or binary. For text, the whole payload is valid UTF-8 (a read may end inside a
+    /// code point).
+    pub fn kind(&self) -> MessageKind {
+        self.kind
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for IncomingMessage<'_, S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if !this.chunk.is_empty() {
+                let n = this.chunk.len().min(buf.remaining());
+                buf.put_slice(&this.chunk.split_to(n));
+                return Poll::Ready(Ok(()));
+            }
+            if this.fin {
+                return Poll::Ready(Ok(()));
+            }
+            let ev = ready!(this.ws.poll_event(cx)).map_err(io::Error::from)?;
+            match ev {
+                Some(OwnedEvent::Chunk { data, fin, .. }) => {
+                    this.chunk = data;
+                    this.fin = fin;
+                }
+                Some(OwnedEvent::Message { data, .. }) => {
+                    this.chunk = data;
+                    this.fin = true;
+                }
+                Some(OwnedEvent::Ping(_) | OwnedEvent::Pong(_)) => {}
+                Some(_) | None => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed in the middle of a message",
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// A fragmented message being sent (see [`WebSocket::begin_message`]).
+///
+/// Each chunk becomes one frame. Dropping the writer without [`finish`](Self::finish)
+/// leaves the message open: no other data message can be sent after it.
+pub struct MessageWriter<'a, S> {
+    ws: &'a mut WebSocket<S>,
+    finished: bool,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
+    /// Sends one fragment, waiting for room in the send queue first (no flush).
+    pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
+        self.ws.engine.send_with(|c| c.send_chunk(data))
+    }
+
+    /// Sends the final fragment (possibly empty) and flushes.
+    pub async fn finish(mut self, data: &[u8]) -> Result<(), Error> {
+        poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
+        self.finished = true;
+        self.ws.engine.send_with(|c| c.end_message(data))?;
+        self.ws.flush().await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
+    /// Queues `buf` as one fragment once the send queue has room.
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.finished {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        ready!(this.ws.with_room(cx, buf.len()))?;
+        this.ws.engine.send_with(|c| c.send_chunk(buf))?;
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut()
+            .ws
+            .poll_flush_queue(cx)
+            .map_err(io::Error::from)
+    }
+
+    /// Ends the message with an empty final fragment, then flushes.
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.finished {
+            this.ws.engine.send_with(|c| c.end_message(&[]))?;
+            this.finished = true;
+        }
+        this.ws.poll_flush_queue(cx).map_err(io::Error::from)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Split halves
+// ---------------------------------------------------------------------------------------
+
+/// Wakes both halves: the socket remembers one waker per direction, and either half may
+/// be the one that last polled the write side.
+#[derive(Default)]
+struct WakerPair {
+    reader: Mutex<Option<Waker>>,
+    writer: Mutex<Option<Waker>>,
+}
+
+impl WakerPair {
+    fn set(slot: &Mutex<Option<Waker>>, w: &Waker) {
+        let mut g = slot.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_ref() {
+            Some(old) if old.will_wake(w) => {}
+            _ => *g = Some(w.clone()),
+        }
+    }
+
+    fn wake_slot(slot: &Mutex<Option<Waker>>) {
+        let w = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+}
+
+impl Wake for WakerPair {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        Self::wake_slot(&self.reader);
+        Self::wake_slot(&self.writer);
+    }
+}
+
+struct Inner<S> {
+    engine: Engine,
+    wr: tokio::io::WriteHalf<S>,
+}
+
+struct Shared<S> {
+    inner: Mutex<Inner<S>>,
+    wakers: Arc<WakerPair>,
+    /// A waker for [`WakerPair`], made once.
+    combined: Waker,
+}
+
+impl<S> Shared<S> {
+    fn lock(&self) -> MutexGuard<'_, Inner<S>> {
+        // A panic while holding the lock leaves consistent state behind (every
+        // operation completes or returns before touching shared state); go on.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The receiving half of a split [`WebSocket`]. It also writes pongs and the close echo,
+/// and drives the timers: keep polling it.
+pub struct ReadHalf<S> {
+    rd: tokio::io::ReadHalf<S>,
+    shared: Arc<Shared<S>>,
+    gather: Option<(MessageKind, BytesMut)>,
+}
+
+/// The sending half of a split [`WebSocket`].
+pub struct WriteHalf<S> {
+    shared: Arc<Shared<S>>,
+}
+
+impl<S> std::fmt::Debug for ReadHalf<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadHalf").finish_non_exhaustive()
+    }
+}
+
+impl<S> std::fmt::Debug for WriteHalf<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteHalf").finish_non_exhaustive()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
+    /// Polls for the next message.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        WakerPair::set(&self.shared.wakers.reader, cx.waker());
+        let shared = self.shared.clone();
+        let mut inner = shared.lock();
+        let inner = &mut *inner;
+        loop {
+            let mut io = PairIo {
+                rd: &mut self.rd,
+                wr: &mut inner.wr,
+            };
+            let r = inner
+                .engine
+                .poll_recv(cx, Some(&shared.combined), &mut io as &mut dyn Io);
+            let Some(ev) = ready!(r)? else {
+                return Poll::Ready(Ok(None));
+            };
+            if let Some(m) = gather(&mut self.gather, ev) {
+                return Poll::Ready(Ok(Some(m)));
+            }
+        }
+    }
+
+    /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
+    pub async fn recv(&mut self) -> Result<Option<Message>, Error> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The peer's close frame, once received.
+    pub fn close_frame(&self) -> Option<CloseFrame> {
+        self.shared.lock().engine.peer_close.clone()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Stream for ReadHalf<S> {
+    type Item = Result<Message, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_recv(cx).map(Result::transpose)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
+    /// Runs `f` with the engine, the write half and a context whose waker wakes both halves.
+    fn with<T>(
+        &self,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut Engine, Pin<&mut (dyn AsyncWrite + Unpin + '_)>, &mut Context<'_>) -> T,
+    ) -> T {
+        WakerPair::set(&self.shared.wakers.writer, cx.waker());
+        let mut inner = self.shared.lock();
+        let inner = &mut *inner;
+        let mut wcx = Context::from_waker(&self.shared.combined);
+        f(&mut inner.engine, Pin::new(&mut inner.wr), &mut wcx)
+    }
+
+    fn queue(&self, msg: Message) -> Result<(), Error> {
+        let closing = matches!(msg, Message::Close(_));
+        let r = queue_message(&mut self.shared.lock().engine, msg);
+        if closing {
+            // The reading half arms the close timeout.
+            WakerPair::wake_slot(&self.shared.wakers.reader);
+        }
+        r
+    }
+
+    /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
+    /// high-water mark.
+    pub fn try_send(&self, msg: Message) -> Result<(), TrySendError> {
+        if !self.shared.lock().engine.has_room(msg.len()) {
+            return Err(TrySendError::QueueFull(msg));
+        }
+        self.queue(msg).map_err(TrySendError::Failed)
+    }
+
+    /// Waits for room in the send queue, then queues `msg` (no flush).
+    pub async fn feed(&mut self, msg: Message) -> Result<(), Error> {
+        let len = msg.len();
+        poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
+        self.queue(msg)
+    }
+
+    /// Sends `msg`: waits for room, queues it and writes the queue out.
+    pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
+        self.feed(msg).await?;
+        self.flush().await
+    }
+
+    /// Writes everything queued and flushes the stream.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_flush(wcx, wr))).await
+    }
+
+    /// Sends a close frame and flushes. The reading half then receives until the peer's
+    /// close (within the close timeout) and returns `None`.
+    pub async fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
+        match self.queue(Message::Close(Some(CloseFrame::new(code, reason)))) {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => return Err(e),
+        }
+        self.flush().await
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.shared.lock().engine.queued()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WriteHalf<S> {
+    type Error = Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, 0))
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
+        self.queue(item)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.with(cx, |e, wr, wcx| e.poll_flush(wcx, wr))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        match self.queue(Message::Close(None)) {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+        self.with(cx, |e, wr, wcx| e.poll_flush(wcx, wr))
+    }
+}

@@ -1,0 +1,159 @@
+//! Every configured deadline fires: handshake, keepalive pong, idle, close.
+
+mod tokio_support;
+
+use std::time::{Duration, Instant};
+
+use rapidws::tokio::{Config, Error, Message, Timeout, accept, connect};
+use tokio::net::TcpStream;
+use tokio_support::*;
+
+fn quick(c: Config) -> Config {
+    c.with_handshake_timeout(Some(Duration::from_millis(300)))
+}
+
+#[tokio::test]
+async fn silent_client_hits_the_handshake_timeout() {
+    let (l, addr) = listener().await;
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let config = server_config().with_connection(quick(big_config()));
+        let start = Instant::now();
+        let r = accept(s, &config).await;
+        (r.map(|_| ()), start.elapsed())
+    });
+    let _silent = TcpStream::connect(addr).await.unwrap();
+    let (r, took) = bounded(server).await.unwrap();
+    assert!(
+        matches!(r, Err(Error::Timeout(Timeout::Handshake))),
+        "{r:?}"
+    );
+    assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn peer_that_never_answers_pings_hits_the_pong_timeout() {
+    let (l, addr) = listener().await;
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let c = big_config()
+            .with_keepalive(Some(Duration::from_millis(100)), Duration::from_millis(200));
+        let mut ws = accept(s, &server_config().with_connection(c))
+            .await
+            .unwrap();
+        let start = Instant::now();
+        loop {
+            match ws.recv().await {
+                Ok(Some(_)) => {}
+                other => return (other.map(|_| ()), start.elapsed()),
+            }
+        }
+    });
+    // A client that is never polled answers nothing.
+    let client =
+        client_config().with_connection(big_config().with_keepalive(None, Duration::from_secs(30)));
+    let _ws = bounded(connect(&format!("ws://{addr}/"), &client))
+        .await
+        .unwrap();
+    let (r, took) = bounded(server).await.unwrap();
+    assert!(matches!(r, Err(Error::Timeout(Timeout::Pong))), "{r:?}");
+    assert!(took >= Duration::from_millis(250), "fired after {took:?}");
+}
+
+#[tokio::test]
+async fn keepalive_pings_keep_a_quiet_but_live_connection_open() {
+    let (l, addr) = listener().await;
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let c = big_config()
+            .with_keepalive(Some(Duration::from_millis(50)), Duration::from_millis(200));
+        let mut ws = accept(s, &server_config().with_connection(c))
+            .await
+            .unwrap();
+        let mut pongs = 0;
+        let r = tokio::time::timeout(Duration::from_millis(800), async {
+            loop {
+                match ws.recv().await {
+                    Ok(Some(Message::Pong(_))) => pongs += 1,
+                    other => return other.map(|_| ()),
+                }
+            }
+        })
+        .await;
+        assert!(r.is_err(), "the connection should still be open: {r:?}");
+        assert!(pongs >= 3, "only {pongs} keepalive pongs");
+    });
+    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
+        .await
+        .unwrap();
+    // The client keeps receiving, so it answers the server's pings.
+    let _ = tokio::time::timeout(Duration::from_millis(1000), async {
+        while let Ok(Some(m)) = ws.recv().await {
+            assert!(matches!(m, Message::Ping(_)), "{m:?}");
+        }
+    })
+    .await;
+    bounded(server).await.unwrap();
+}
+
+#[tokio::test]
+async fn idle_connection_is_closed_with_1001() {
+    let (l, addr) = listener().await;
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let c = big_config()
+            .with_keepalive(None, Duration::from_secs(1))
+            .with_idle_timeout(Some(Duration::from_millis(200)));
+        let mut ws = accept(s, &server_config().with_connection(c))
+            .await
+            .unwrap();
+        ws.recv().await.map(|_| ())
+    });
+    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
+        .await
+        .unwrap();
+    let r = bounded(server).await.unwrap();
+    assert!(matches!(r, Err(Error::Timeout(Timeout::Idle))), "{r:?}");
+    match bounded(ws.recv()).await.unwrap() {
+        Some(Message::Close(Some(f))) => assert_eq!(f.code, 1001),
+        other => panic!("expected close 1001, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn close_handshake_gives_up_when_the_peer_never_answers() {
+    let (l, addr) = listener().await;
+    tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let ws = accept(s, &server_config()).await.unwrap();
+        // Never polled again: the close is never answered.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        drop(ws);
+    });
+    let c = big_config().with_close_timeout(Duration::from_millis(300));
+    let mut ws = bounded(connect(
+        &format!("ws://{addr}/"),
+        &client_config().with_connection(c),
+    ))
+    .await
+    .unwrap();
+    let start = Instant::now();
+    let r = bounded(ws.close(1000, "")).await;
+    assert!(matches!(r, Err(Error::Timeout(Timeout::Close))), "{r:?}");
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn peer_vanishing_without_close_is_an_unexpected_eof() {
+    let (l, addr) = listener().await;
+    tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let ws = accept(s, &server_config()).await.unwrap();
+        drop(ws);
+    });
+    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
+        .await
+        .unwrap();
+    let r = bounded(ws.recv()).await;
+    assert!(matches!(&r, Err(e) if e.is_unexpected_eof()), "{r:?}");
+}
