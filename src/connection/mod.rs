@@ -24,6 +24,9 @@ use crate::codec::{
 #[cfg(feature = "deflate")]
 use crate::deflate::PerMessageDeflate;
 
+/// Buffers larger than this are freed once empty rather than kept for the next message.
+const RETAIN_CAPACITY: usize = 64 * 1024;
+
 /// A WebSocket connection after the handshake, for either role, with no IO and no clock.
 ///
 /// # Call order
@@ -269,8 +272,17 @@ impl Connection {
             self.rx_pending = 0;
         }
         if self.msg_delivered {
-            self.msg.clear();
             self.msg_delivered = false;
+            if self.msg.capacity() > RETAIN_CAPACITY {
+                self.msg = Vec::new();
+            } else {
+                self.msg.clear();
+            }
+        }
+        // An idle connection keeps little memory: a buffer grown for one large message is
+        // given back once it is empty.
+        if self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY {
+            self.rx = BytesMut::new();
         }
     }
 

@@ -3,12 +3,44 @@
 //! [`negotiate`] handles the `Sec-WebSocket-Extensions` offer and answer; [`PerMessageDeflate`]
 //! is the per-connection codec the connection uses once the extension is agreed.
 //!
-//! INTERFACE STUB: the signatures below are the contract between the protocol core and the
-//! deflate implementation; the bodies are being written.
+//! # What the codec does (RFC 7692 7.2)
+//!
+//! - Sending: a message is deflated as raw DEFLATE (no zlib header), sync-flushed, and the
+//!   trailing `00 00 ff ff` of the flush's empty stored block is removed. The empty message
+//!   is the single byte `00`. With context takeover the compressor keeps its window across
+//!   messages; without it (our direction's `*_no_context_takeover`, or a pooled compressor)
+//!   it is reset after every message.
+//! - Receiving: each frame of a compressed message is inflated as it arrives; after the
+//!   last frame `00 00 ff ff` is appended to the input. The inflater keeps its window across
+//!   messages, which is correct whether or not the peer takes over context. A DEFLATE block
+//!   with BFINAL set ends the inflater's stream (RFC 7692 7.2.3.4): it is restarted, and the
+//!   rest of the message is inflated as a new stream.
+//! - Window bits: our compressor never uses a larger window than agreed. zlib cannot
+//!   compress with an 8-bit window, so a direction agreed at 8 bits sends every message
+//!   uncompressed ([`PerMessageDeflate::should_compress`] is false, and
+//!   [`PerMessageDeflate::compress_chunk`] writes stored blocks). The inflater always uses
+//!   15 bits, so it decodes any agreed window, including zlib-based peers that compress an
+//!   agreed 8 with a 9-bit window.
+//! - Bounded inflate: output grows in steps of at most 64 KiB and never past `max_len + 1`
+//!   bytes; the size a peer announces is never used to reserve memory.
+//!
+//! # Memory
+//!
+//! Compressors and decompressors are created on first use. With zlib-rs 0.6 and the default
+//! settings (15-bit windows, `mem_level` 8) a compressor holds about 371 KiB and a
+//! decompressor about 49 KiB (the latter whatever the window) (measured by `tests/deflate_memory.rs`; figures per window and
+//! memory level in `benches/RESULTS.md`). [`CompressorPolicy::Pooled`] shares compressors
+//! between connections and gives up send-side context takeover.
 
 pub mod negotiate;
+mod pool;
+mod receiver;
+mod sender;
 
 pub use negotiate::{DeflateParams, NegotiationError};
+pub use pool::CompressorPool;
+
+use std::sync::Arc;
 
 use crate::Role;
 
@@ -16,14 +48,22 @@ use crate::Role;
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub enum CompressorPolicy {
-    /// One compressor per connection, kept for its life: fastest, and required for
-    /// send-side context takeover.
+    /// One compressor per connection, created on the first compressed message and kept for
+    /// the connection's life: fastest, and required for send-side context takeover.
     #[default]
     Attached,
+    /// Compressors are borrowed from a shared pool for one message and returned reset.
+    /// Memory then scales with the messages being compressed at once rather than with the
+    /// connections; send-side context takeover is given up, so a server demands
+    /// `server_no_context_takeover` and a client offers `client_no_context_takeover`.
+    Pooled(Arc<CompressorPool>),
 }
 
 /// permessage-deflate settings. `Option<DeflateConfig>` in a connection's config turns
 /// the extension on (offered by a client, accepted by a server).
+///
+/// Values out of range are clamped where they are used (window bits to 8..=15 in
+/// negotiation, 9..=15 for our compressor; level to 0..=9; memory level to 1..=9).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct DeflateConfig {
@@ -41,6 +81,11 @@ pub struct DeflateConfig {
     pub mem_level: u8,
     /// Messages shorter than this are sent uncompressed.
     pub min_size: usize,
+    /// Send a message uncompressed when deflating does not make it smaller. The compressor
+    /// is then reset (with context takeover this gives up the history it held), so that it
+    /// never references bytes the peer did not receive compressed. Costs a compression per
+    /// such message; off by default.
+    pub skip_if_not_smaller: bool,
     /// How compressors are held.
     pub policy: CompressorPolicy,
 }
@@ -55,8 +100,71 @@ impl Default for DeflateConfig {
             level: 1,
             mem_level: 8,
             min_size: 128,
+            skip_if_not_smaller: false,
             policy: CompressorPolicy::Attached,
         }
+    }
+}
+
+impl DeflateConfig {
+    /// The default settings: context takeover both ways, 15-bit windows, level 1, memory
+    /// level 8, messages under 128 bytes uncompressed, one compressor per connection.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`DeflateConfig::server_no_context_takeover`].
+    pub fn server_no_context_takeover(mut self, on: bool) -> Self {
+        self.server_no_context_takeover = on;
+        self
+    }
+
+    /// Sets [`DeflateConfig::client_no_context_takeover`].
+    pub fn client_no_context_takeover(mut self, on: bool) -> Self {
+        self.client_no_context_takeover = on;
+        self
+    }
+
+    /// Sets [`DeflateConfig::server_max_window_bits`].
+    pub fn server_max_window_bits(mut self, bits: u8) -> Self {
+        self.server_max_window_bits = bits;
+        self
+    }
+
+    /// Sets [`DeflateConfig::client_max_window_bits`].
+    pub fn client_max_window_bits(mut self, bits: u8) -> Self {
+        self.client_max_window_bits = bits;
+        self
+    }
+
+    /// Sets [`DeflateConfig::level`].
+    pub fn level(mut self, level: i32) -> Self {
+        self.level = level;
+        self
+    }
+
+    /// Sets [`DeflateConfig::mem_level`].
+    pub fn mem_level(mut self, mem_level: u8) -> Self {
+        self.mem_level = mem_level;
+        self
+    }
+
+    /// Sets [`DeflateConfig::min_size`].
+    pub fn min_size(mut self, min_size: usize) -> Self {
+        self.min_size = min_size;
+        self
+    }
+
+    /// Sets [`DeflateConfig::skip_if_not_smaller`].
+    pub fn skip_if_not_smaller(mut self, on: bool) -> Self {
+        self.skip_if_not_smaller = on;
+        self
+    }
+
+    /// Sets [`DeflateConfig::policy`].
+    pub fn policy(mut self, policy: CompressorPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 }
 
@@ -68,6 +176,9 @@ pub enum DeflateError {
     TooLarge,
     /// The compressed data is not a valid deflate stream (close code 1007).
     Corrupt,
+    /// zlib refused an operation on our own compressor; a bug, not the peer's doing
+    /// (close code 1011).
+    Internal,
 }
 
 impl DeflateError {
@@ -76,6 +187,7 @@ impl DeflateError {
         match self {
             DeflateError::TooLarge => 1009,
             DeflateError::Corrupt => 1007,
+            DeflateError::Internal => 1011,
         }
     }
 }
@@ -85,55 +197,100 @@ impl core::fmt::Display for DeflateError {
         match self {
             DeflateError::TooLarge => f.write_str("inflated message exceeds the size limit"),
             DeflateError::Corrupt => f.write_str("invalid deflate data"),
+            DeflateError::Internal => f.write_str("internal compressor error"),
         }
     }
 }
 
 impl std::error::Error for DeflateError {}
 
+/// The 4 bytes a sync flush ends with, removed on send and restored on receive
+/// (RFC 7692 7.2.1 and 7.2.2).
+pub const TRAILER: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
+
 /// The per-connection permessage-deflate codec, for the agreed [`DeflateParams`].
+///
+/// Call order: for each outgoing data message, either [`compress`](Self::compress) once
+/// (whole message), or [`compress_chunk`](Self::compress_chunk) per fragment with `fin` on
+/// the last; never interleave two outgoing messages. For each incoming message with RSV1
+/// set on its first frame, call [`decompress`](Self::decompress) once per frame, `fin` on
+/// the last. After an error the codec's state is undefined: fail the connection with
+/// [`DeflateError::close_code`].
 pub struct PerMessageDeflate {
-    _private: (),
+    sender: sender::Sender,
+    receiver: receiver::Receiver,
+}
+
+impl core::fmt::Debug for PerMessageDeflate {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PerMessageDeflate")
+            .field("sender", &self.sender)
+            .field("receiver", &self.receiver)
+            .finish()
+    }
 }
 
 impl PerMessageDeflate {
-    /// A codec for `role` with the agreed parameters.
+    /// A codec for `role` with the agreed parameters. Allocates nothing yet: the compressor
+    /// and the decompressor are created on first use.
     pub fn new(role: Role, params: DeflateParams, config: &DeflateConfig) -> Self {
-        let _ = (role, params, config);
-        todo!("deflate implementation")
+        let (send_reset, send_bits) = match role {
+            Role::Server => (
+                params.server_no_context_takeover,
+                params.server_max_window_bits,
+            ),
+            Role::Client => (
+                params.client_no_context_takeover,
+                params.client_max_window_bits,
+            ),
+        };
+        PerMessageDeflate {
+            sender: sender::Sender::new(send_reset, send_bits, config),
+            receiver: receiver::Receiver::new(),
+        }
     }
 
-    /// Whether a message of `len` bytes should be compressed at all (the minimum size policy).
+    /// Whether a message of `len` bytes should be compressed at all: `len >= min_size`,
+    /// and our direction can compress (it cannot at an agreed 8-bit window).
     pub fn should_compress(&self, len: usize) -> bool {
-        let _ = len;
-        todo!("deflate implementation")
+        self.sender.should_compress(len)
     }
 
     /// Compresses a whole message, appending the RFC 7692 payload (sync-flushed, trailing
     /// `00 00 ff ff` removed) to `out`. Returns `false`, leaving `out` as it was, when the
     /// message should go uncompressed instead (the sender policy); the compressor state is
     /// kept consistent with what the peer will see either way.
+    ///
+    /// The policy: `false` when [`should_compress`](Self::should_compress) is false, and,
+    /// with [`DeflateConfig::skip_if_not_smaller`], when the result is not shorter than
+    /// `payload` (the compressor is then reset).
     pub fn compress(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Result<bool, DeflateError> {
-        let _ = (payload, out);
-        todo!("deflate implementation")
+        self.sender.compress(payload, out)
     }
 
     /// Compresses one chunk of a message sent as fragments; `fin` ends the message
-    /// (flushes and strips the trailer). Appends to `out`.
+    /// (flushes and strips the trailer). Appends to `out`, possibly nothing for a chunk
+    /// that is not the last (zlib may hold the input back until the flush); the frame
+    /// may then be sent empty. Applies no sender policy: the caller has decided to send
+    /// this message compressed (RSV1 on its first frame).
     pub fn compress_chunk(
         &mut self,
         chunk: &[u8],
         fin: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), DeflateError> {
-        let _ = (chunk, fin, out);
-        todo!("deflate implementation")
+        self.sender.compress_chunk(chunk, fin, out)
     }
 
     /// Inflates one frame's (unmasked) payload of a compressed message, appending to `out`.
-    /// `fin` marks the message's last frame (the trailer is restored and, without context
-    /// takeover, the inflater reset). Fails with [`DeflateError::TooLarge`] as soon as
+    /// `fin` marks the message's last frame (the trailer is restored). The inflater keeps
+    /// its window across messages whether or not the peer takes over context (a peer that
+    /// does not simply never refers back). Fails with [`DeflateError::TooLarge`] as soon as
     /// `out.len()` would pass `max_len`, having grown `out` to at most about `max_len`.
+    ///
+    /// `max_len` bounds `out.len()` as a whole, so pass the message limit when `out`
+    /// collects the message's frames. `out`'s capacity is grown to at most `max_len + 1`.
+    /// Invalid data fails with [`DeflateError::Corrupt`].
     pub fn decompress(
         &mut self,
         input: &[u8],
@@ -141,7 +298,17 @@ impl PerMessageDeflate {
         out: &mut Vec<u8>,
         max_len: usize,
     ) -> Result<(), DeflateError> {
-        let _ = (input, fin, out, max_len);
-        todo!("deflate implementation")
+        self.receiver.decompress(input, fin, out, max_len)
     }
+}
+
+/// Appends `len` zero bytes to `out` for a zlib call to write into, growing its capacity
+/// geometrically but never past `cap_limit` (unless `out` needs more than that itself).
+fn grow_zeroed(out: &mut Vec<u8>, len: usize, cap_limit: usize) {
+    let needed = out.len() + len;
+    if out.capacity() < needed {
+        let target = out.capacity().saturating_mul(2).min(cap_limit).max(needed);
+        out.reserve_exact(target - out.len());
+    }
+    out.resize(needed, 0);
 }

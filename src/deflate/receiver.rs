@@ -1,0 +1,117 @@
+//! The receiving direction: a bounded inflater.
+
+use zlib_rs::{Inflate, InflateFlush, Status};
+
+use super::{DeflateError, TRAILER, grow_zeroed};
+
+/// The most output one inflate call may write; also bounds the zeroed slack per frame.
+const MAX_STEP: usize = 64 * 1024;
+/// The least output room offered to one inflate call.
+const MIN_STEP: usize = 1024;
+
+/// The inflater always uses a 15-bit window: it decodes any agreed window (zlib-based peers
+/// compress an agreed 8 with 9 bits, which a smaller inflater would refuse), and zlib-rs 0.6
+/// allocates a 32 KiB window whatever the window bits, so a smaller one would save nothing.
+const WINDOW_BITS: u8 = 15;
+
+pub(crate) struct Receiver {
+    /// Created on the first compressed message.
+    inflate: Option<Inflate>,
+}
+
+impl core::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Receiver")
+            .field("created", &self.inflate.is_some())
+            .finish()
+    }
+}
+
+impl Receiver {
+    pub(crate) fn new() -> Self {
+        Receiver { inflate: None }
+    }
+
+    pub(crate) fn decompress(
+        &mut self,
+        input: &[u8],
+        fin: bool,
+        out: &mut Vec<u8>,
+        max_len: usize,
+    ) -> Result<(), DeflateError> {
+        let mut result = self.inflate_all(input, out, max_len);
+        if fin && result.is_ok() {
+            // RFC 7692 7.2.2: append 00 00 ff ff to the message's payload, then inflate.
+            result = self.inflate_all(&TRAILER, out, max_len);
+        }
+        if result.is_err() {
+            // The stream is mid-message or broken; start afresh should the caller go on.
+            self.restart();
+        }
+        result
+    }
+
+    fn restart(&mut self) {
+        if let Some(inflate) = &mut self.inflate {
+            // Raw DEFLATE again, with zlib's default (15-bit) window.
+            inflate.reset(false);
+        }
+    }
+
+    fn inflate_all(
+        &mut self,
+        mut input: &[u8],
+        out: &mut Vec<u8>,
+        max_len: usize,
+    ) -> Result<(), DeflateError> {
+        // One past the limit: producing that byte proves the message too large.
+        let cap_limit = max_len.saturating_add(1);
+        loop {
+            let room = cap_limit.saturating_sub(out.len());
+            if room == 0 {
+                return Err(DeflateError::TooLarge);
+            }
+            let step = input
+                .len()
+                .saturating_mul(4)
+                .clamp(MIN_STEP, MAX_STEP)
+                .min(room);
+            let start = out.len();
+            grow_zeroed(out, step, cap_limit);
+            let inflate = self
+                .inflate
+                .get_or_insert_with(|| Inflate::new(false, WINDOW_BITS));
+            let (in0, out0) = (inflate.total_in(), inflate.total_out());
+            let status = inflate.decompress(input, &mut out[start..], InflateFlush::SyncFlush);
+            let consumed = (inflate.total_in() - in0) as usize;
+            let produced = (inflate.total_out() - out0) as usize;
+            out.truncate(start + produced);
+            input = &input[consumed..];
+            if out.len() > max_len {
+                return Err(DeflateError::TooLarge);
+            }
+            match status {
+                Err(_) => return Err(DeflateError::Corrupt),
+                Ok(Status::StreamEnd) => {
+                    // RFC 7692 7.2.3.4: a block with BFINAL set ends zlib's stream. The
+                    // rest of the message (at least the header of the empty stored block
+                    // that the trailer completes) is inflated as a new stream.
+                    self.restart();
+                    if input.is_empty() {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ok(Status::Ok | Status::BufError) => {}
+            }
+            if input.is_empty() && produced < step {
+                return Ok(());
+            }
+            if consumed == 0 && produced == 0 {
+                // No progress with both input and output room: cannot happen with valid
+                // zlib state; refuse rather than spin.
+                return Err(DeflateError::Corrupt);
+            }
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The sending direction: our compressor and the sender policy.
+
+use std::sync::Arc;
+
+use zlib_rs::{Deflate, DeflateFlush};
+
+use super::pool::{CompressorPool, Key};
+use super::{CompressorPolicy, DeflateConfig, DeflateError, TRAILER, grow_zeroed};
+
+/// Where the compressor comes from.
+enum Engine {
+    /// Ours for the connection's life, created on first use.
+    Attached(Option<Deflate>),
+    /// Borrowed from the pool for one message (held across `compress_chunk` calls).
+    Pooled {
+        pool: Arc<CompressorPool>,
+        borrowed: Option<Deflate>,
+    },
+    /// The agreed window is 8 bits, which zlib cannot compress with: whole messages go
+    /// uncompressed and fragmented ones as stored blocks, which reference no window.
+    Stored,
+}
+
+pub(crate) struct Sender {
+    engine: Engine,
+    key: Key,
+    /// Reset after every message: no context takeover for our direction, or pooled.
+    reset_each_message: bool,
+    min_size: usize,
+    skip_if_not_smaller: bool,
+    /// `compress_chunk` fed input to zlib since the last flush.
+    unflushed: bool,
+}
+
+impl core::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let engine = match &self.engine {
+            Engine::Attached(d) => {
+                if d.is_some() {
+                    "attached"
+                } else {
+                    "attached (not created)"
+                }
+            }
+            Engine::Pooled { .. } => "pooled",
+            Engine::Stored => "stored only (8-bit window)",
+        };
+        f.debug_struct("Sender")
+            .field("engine", &engine)
+            .field("window_bits", &self.key.window_bits)
+            .field("reset_each_message", &self.reset_each_message)
+            .finish()
+    }
+}
+
+impl Sender {
+    pub(crate) fn new(no_context_takeover: bool, window_bits: u8, config: &DeflateConfig) -> Self {
+        let key = Key {
+            window_bits: window_bits.clamp(9, 15),
+            level: config.level.clamp(0, 9),
+            mem_level: config.mem_level.clamp(1, 9),
+        };
+        let (engine, pooled) = if window_bits < 9 {
+            (Engine::Stored, false)
+        } else {
+            match &config.policy {
+                CompressorPolicy::Attached => (Engine::Attached(None), false),
+                CompressorPolicy::Pooled(pool) => (
+                    Engine::Pooled {
+                        pool: Arc::clone(pool),
+                        borrowed: None,
+                    },
+                    true,
+                ),
+            }
+        };
+        Sender {
+            engine,
+            key,
+            reset_each_message: no_context_takeover || pooled,
+            min_size: config.min_size,
+            skip_if_not_smaller: config.skip_if_not_smaller,
+            unflushed: false,
+        }
+    }
+
+    pub(crate) fn should_compress(&self, len: usize) -> bool {
+        !matches!(self.engine, Engine::Stored) && len >= self.min_size
+    }
+
+    /// The compressor for the current message.
+    fn acquire(&mut self) -> &mut Deflate {
+        let key = self.key;
+        match &mut self.engine {
+            Engine::Attached(d) => d.get_or_insert_with(|| key.build()),
+            Engine::Pooled { pool, borrowed } => borrowed.get_or_insert_with(|| pool.take(key)),
+            Engine::Stored => unreachable!("the stored engine has no compressor"),
+        }
+    }
+
+    /// Ends a message: resets or returns the compressor as the policy says. `force_reset`
+    /// resets even with context takeover (the message went out uncompressed).
+    fn finish_message(&mut self, force_reset: bool) {
+        self.unflushed = false;
+        let key = self.key;
+        match &mut self.engine {
+            Engine::Attached(Some(d)) if self.reset_each_message || force_reset => d.reset(),
+            Engine::Pooled { pool, borrowed } => {
+                if let Some(d) = borrowed.take() {
+                    pool.put(key, d);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(crate) fn compress(
+        &mut self,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, DeflateError> {
+        if !self.should_compress(payload.len()) {
+            return Ok(false);
+        }
+        let start = out.len();
+        if payload.is_empty() {
+            // RFC 7692 7.2.3.6: an empty message is one empty stored block with its
+            // LEN/NLEN removed; the compressor is byte aligned between messages and does
+            // not need to see it.
+            out.push(0x00);
+            return Ok(true);
+        }
+        let result = deflate_into(self.acquire(), payload, DeflateFlush::SyncFlush, out)
+            .and_then(|()| strip_trailer(out, start));
+        if let Err(e) = result {
+            out.truncate(start);
+            self.finish_message(true);
+            return Err(e);
+        }
+        if self.skip_if_not_smaller && out.len() - start >= payload.len() {
+            // The compressor's window now holds `payload`, which the peer will receive
+            // uncompressed and not in its inflater's window: reset, so that no later
+            // message refers back to it.
+            out.truncate(start);
+            self.finish_message(true);
+            return Ok(false);
+        }
+        self.finish_message(false);
+        Ok(true)
+    }
+
+    pub(crate) fn compress_chunk(
+        &mut self,
+        chunk: &[u8],
+        fin: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DeflateError> {
+        if matches!(self.engine, Engine::Stored) {
+            write_stored(chunk, fin, out);
+            return Ok(());
+        }
+        let start = out.len();
+        let result = if fin {
+            if chunk.is_empty() && !self.unflushed {
+                // Nothing since the last flush: zlib would make no progress (and emit no
+                // trailer); the empty stored block's header is all the message needs.
+                out.push(0x00);
+                Ok(())
+            } else {
+                deflate_into(self.acquire(), chunk, DeflateFlush::SyncFlush, out)
+                    .and_then(|()| strip_trailer(out, start))
+            }
+        } else if chunk.is_empty() {
+            Ok(())
+        } else {
+            self.unflushed = true;
+            deflate_into(self.acquire(), chunk, DeflateFlush::NoFlush, out)
+        };
+        if let Err(e) = result {
+            out.truncate(start);
+            self.finish_message(true);
+            return Err(e);
+        }
+        if fin {
+            self.finish_message(false);
+        }
+        Ok(())
+    }
+}
+
+/// Runs `deflate` over all of `input` with `flush`, appending its output to `out`.
+fn deflate_into(
+    deflate: &mut Deflate,
+    mut input: &[u8],
+    flush: DeflateFlush,
+    out: &mut Vec<u8>,
+) -> Result<(), DeflateError> {
+    loop {
+        // Enough for incompressible input plus block and flush overhead in most cases;
+        // the loop goes on with more room if not.
+        let step = (input.len() + input.len() / 16 + 64).min(256 * 1024);
+        let start = out.len();
+        grow_zeroed(out, step, usize::MAX);
+        let (in0, out0) = (deflate.total_in(), deflate.total_out());
+        let status = deflate.compress(input, &mut out[start..], flush);
+        let consumed = (deflate.total_in() - in0) as usize;
+        let produced = (deflate.total_out() - out0) as usize;
+        out.truncate(start + produced);
+        input = &input[consumed..];
+        status.map_err(|_| DeflateError::Internal)?;
+        // zlib: done when all input is taken and the output was not filled.
+        if input.is_empty() && produced < step {
+            return Ok(());
+        }
+        if consumed == 0 && produced == 0 {
+            return Err(DeflateError::Internal);
+        }
+    }
+}
+
+/// RFC 7692 7.2.1: removes the 4 octets `00 00 ff ff` that end a sync flush.
+fn strip_trailer(out: &mut Vec<u8>, start: usize) -> Result<(), DeflateError> {
+    if out.len() >= start + TRAILER.len() && out.ends_with(&TRAILER) {
+        out.truncate(out.len() - TRAILER.len());
+        Ok(())
+    } else {
+        Err(DeflateError::Internal)
+    }
+}
+
+/// Writes `chunk` as DEFLATE blocks with no compression (RFC 1951 3.2.4); with `fin`, adds
+/// the header byte of the final empty block whose LEN/NLEN the trailer supplies.
+fn write_stored(chunk: &[u8], fin: bool, out: &mut Vec<u8>) {
+    for block in chunk.chunks(usize::from(u16::MAX)) {
+        let len = block.len() as u16;
+        // BFINAL = 0, BTYPE = 00, padded to the byte boundary.
+        out.push(0x00);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    if fin {
+        out.push(0x00);
+    }
+}

@@ -1,0 +1,168 @@
+//! permessage-deflate through a client/server `Connection` pair.
+//!
+//! These need the deflate implementation (the `PerMessageDeflate` bodies); until it is
+//! merged they are ignored. Run with `cargo test --test connection_deflate -- --ignored`.
+#![cfg(feature = "deflate")]
+
+use std::time::Instant;
+
+use rapidws::Role;
+use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
+use rapidws::connection::{Config, Connection, Delivery, Error, OwnedEvent};
+use rapidws::deflate::{DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate};
+
+fn params() -> DeflateParams {
+    DeflateParams {
+        server_no_context_takeover: false,
+        client_no_context_takeover: false,
+        server_max_window_bits: 15,
+        client_max_window_bits: 15,
+    }
+}
+
+fn conn(role: Role, config: Config) -> Connection {
+    let mut dc = DeflateConfig::default();
+    dc.min_size = 0;
+    let mut c = Connection::new(role, config, Instant::now());
+    c.set_deflate(PerMessageDeflate::new(role, params(), &dc));
+    c
+}
+
+fn wire_of(conn: &mut Connection) -> Vec<u8> {
+    let mut out = Vec::new();
+    conn.write_pending(&mut out);
+    out
+}
+
+fn events(conn: &mut Connection) -> Vec<Result<OwnedEvent, Error>> {
+    let mut out = Vec::new();
+    for _ in 0..10_000 {
+        match conn.poll_event_owned() {
+            Some(e) => out.push(e),
+            None => break,
+        }
+    }
+    out
+}
+
+fn text(s: &str) -> Result<OwnedEvent, Error> {
+    Ok(OwnedEvent::Message {
+        kind: MessageKind::Text,
+        data: bytes::Bytes::copy_from_slice(s.as_bytes()),
+    })
+}
+
+#[test]
+#[ignore = "needs the PerMessageDeflate implementation"]
+fn compressed_messages_round_trip_both_ways_with_rsv1() {
+    let mut client = conn(Role::Client, Config::default());
+    let mut server = conn(Role::Server, Config::default());
+    let msg = "compress me ".repeat(100);
+    for _ in 0..3 {
+        client.send_text(&msg).unwrap();
+        let wire = wire_of(&mut client);
+        assert_eq!(wire[0], 0xc1, "FIN + RSV1 + text");
+        assert!(wire.len() < msg.len());
+        server.handle_bytes(Instant::now(), &wire);
+        assert_eq!(events(&mut server), vec![text(&msg)]);
+        server.send_text(&msg).unwrap();
+        let wire = wire_of(&mut server);
+        client.handle_bytes(Instant::now(), &wire);
+        assert_eq!(events(&mut client), vec![text(&msg)]);
+    }
+}
+
+#[test]
+#[ignore = "needs the PerMessageDeflate implementation"]
+fn compressed_fragmented_message_sets_rsv1_on_first_frame_only() {
+    let mut client = conn(Role::Client, Config::default());
+    let mut cfg = Config::default();
+    cfg.delivery = Delivery::Chunks;
+    let mut server = conn(Role::Server, cfg);
+    client.begin_message(MessageKind::Binary).unwrap();
+    client.send_chunk(&[1; 5000]).unwrap();
+    client.send_chunk(&[2; 5000]).unwrap();
+    client.end_message(&[3; 5000]).unwrap();
+    let mut frames = Vec::new();
+    while let Some(t) = client.poll_transmit() {
+        frames.push(t.header()[0]);
+        server.handle_bytes(Instant::now(), t.header());
+        server.handle_bytes(Instant::now(), t.payload());
+    }
+    assert_eq!(frames[0] & 0x40, 0x40);
+    assert!(frames[1..].iter().all(|b| b & 0x40 == 0));
+    let mut got = Vec::new();
+    for e in events(&mut server) {
+        match e {
+            Ok(OwnedEvent::Chunk { data, .. }) => got.extend_from_slice(&data),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(got, [vec![1; 5000], vec![2; 5000], vec![3; 5000]].concat());
+}
+
+#[test]
+#[ignore = "needs the PerMessageDeflate implementation"]
+fn inflate_stops_at_max_message_size() {
+    let mut client = conn(Role::Client, Config::default());
+    let mut cfg = Config::default();
+    cfg.max_message_size = 10_000;
+    let mut server = conn(Role::Server, cfg);
+    // 1 MiB of zeros compresses to about a kilobyte: the limit must apply to inflated bytes.
+    client.send_binary(&vec![0; 1 << 20]).unwrap();
+    let wire = wire_of(&mut client);
+    assert!(wire.len() < 10_000);
+    server.handle_bytes(Instant::now(), &wire);
+    assert_eq!(
+        events(&mut server),
+        vec![Err(Error::Deflate(DeflateError::TooLarge))]
+    );
+    let mut peer = Connection::new(Role::Client, Config::default(), Instant::now());
+    peer.handle_bytes(Instant::now(), &wire_of(&mut server));
+    assert_eq!(
+        events(&mut peer),
+        vec![Ok(OwnedEvent::Close(Some((
+            CloseCode::TOO_BIG,
+            String::new()
+        ))))]
+    );
+}
+
+#[test]
+#[ignore = "needs the PerMessageDeflate implementation"]
+fn corrupt_deflate_data_fails_with_1007() {
+    let mut client = conn(Role::Client, Config::default());
+    // RSV1 + FIN + binary, unmasked (server to client), payload that is no deflate stream.
+    client.handle_bytes(Instant::now(), &[0xc2, 0x04, 0xff, 0xff, 0xff, 0xff]);
+    let evs = events(&mut client);
+    assert_eq!(evs, vec![Err(Error::Deflate(DeflateError::Corrupt))]);
+    assert_eq!(
+        evs[0].as_ref().unwrap_err().close_code(),
+        Some(CloseCode(1007))
+    );
+}
+
+#[test]
+#[ignore = "needs the PerMessageDeflate implementation"]
+fn compressed_invalid_utf8_text_fails_with_1007() {
+    let mut client = conn(Role::Client, Config::default());
+    let mut server = conn(Role::Server, Config::default());
+    client
+        .send(MessageKind::Text, b"valid start \xff\xfe then not")
+        .unwrap();
+    server.handle_bytes(Instant::now(), &wire_of(&mut client));
+    assert_eq!(
+        events(&mut server),
+        vec![Err(Error::Protocol(ProtocolError::InvalidUtf8))]
+    );
+}
+
+#[test]
+fn rsv1_refused_when_deflate_not_agreed() {
+    let mut client = Connection::new(Role::Client, Config::default(), Instant::now());
+    client.handle_bytes(Instant::now(), &[0xc1, 0x01, b'a']);
+    assert_eq!(
+        events(&mut client),
+        vec![Err(Error::Protocol(ProtocolError::ReservedBits))]
+    );
+}

@@ -1,0 +1,103 @@
+//! Bytes held per compressor and per decompressor, measured with a counting allocator.
+//! Run with `--nocapture` to see the table (it is recorded in benches/RESULTS.md).
+#![cfg(feature = "deflate")]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use rapidws::Role;
+use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::SeqCst);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::SeqCst);
+        // SAFETY: `ptr` came from `alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::SeqCst);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn params(bits: u8) -> DeflateParams {
+    DeflateParams {
+        server_no_context_takeover: false,
+        client_no_context_takeover: false,
+        server_max_window_bits: bits,
+        client_max_window_bits: bits,
+    }
+}
+
+/// Live bytes held by a codec after it has compressed (or only inflated) one message.
+fn held(bits: u8, mem_level: u8, compress: bool) -> isize {
+    let cfg = DeflateConfig::new().min_size(0).mem_level(mem_level);
+    let msg = b"{\"id\":1,\"name\":\"memory\"}".repeat(40);
+    let mut sender = PerMessageDeflate::new(Role::Client, params(bits), &cfg);
+    let mut frame = Vec::new();
+    assert!(sender.compress(&msg, &mut frame).unwrap());
+    let mut out = Vec::with_capacity(msg.len());
+    let before = LIVE.load(Ordering::SeqCst);
+    let mut codec = PerMessageDeflate::new(Role::Server, params(bits), &cfg);
+    if compress {
+        let mut sent = Vec::with_capacity(frame.len() * 2 + 64);
+        assert!(codec.compress(&msg, &mut sent).unwrap());
+        let held = LIVE.load(Ordering::SeqCst) - before - sent.capacity() as isize;
+        drop(sent);
+        drop(codec);
+        held
+    } else {
+        codec
+            .decompress(&frame, true, &mut out, usize::MAX)
+            .unwrap();
+        assert_eq!(out, msg);
+        let held = LIVE.load(Ordering::SeqCst) - before;
+        drop(codec);
+        held
+    }
+}
+
+/// One test only: the counter is global, and a second test (or the harness reporting it)
+/// would allocate at the same time.
+#[test]
+fn codec_memory_is_lazy_bounded_and_shrinks_with_the_compressor_window() {
+    let before = LIVE.load(Ordering::SeqCst);
+    let codec = PerMessageDeflate::new(Role::Server, params(15), &DeflateConfig::default());
+    assert_eq!(
+        LIVE.load(Ordering::SeqCst),
+        before,
+        "nothing is allocated before use"
+    );
+    drop(codec);
+
+    println!("| window bits | mem_level | compressor bytes | decompressor bytes |");
+    println!("|---|---|---|---|");
+    let mut rows = Vec::new();
+    for (bits, mem) in [(15u8, 8u8), (15, 9), (15, 1), (12, 8), (9, 8), (9, 1)] {
+        let c = held(bits, mem, true);
+        let d = held(bits, mem, false);
+        println!("| {bits} | {mem} | {c} | {d} |");
+        rows.push((bits, mem, c, d));
+    }
+    let (_, _, c15, d15) = rows[0];
+    // zlib-rs: 2 windows + prev chain + 64 Ki-entry hash head + pending/symbol buffers.
+    assert!(c15 > 256 * 1024 && c15 < 400 * 1024, "{c15}");
+    // zlib-rs 0.6 inflate: state plus a 32 KiB window, whatever the window bits.
+    assert!(d15 > 32 * 1024 && d15 < 64 * 1024, "{d15}");
+    let (_, _, c9, d9) = rows[5];
+    assert!(c9 < c15 / 2, "{c9}");
+    assert_eq!(d9, d15);
+}
