@@ -5,7 +5,7 @@
 //! Every echo server takes the same arguments:
 //!
 //! ```text
-//! echo_<lib> [--port P] [--deflate] [--split]
+//! echo_<lib> [--port P] [--deflate] [--level N] [--split]
 //! ```
 //!
 //! binds `127.0.0.1:P` (port 0 picks one), prints `READY <port>` on stdout once it listens,
@@ -37,6 +37,8 @@ pub struct ServerArgs {
     pub deflate: bool,
     /// Use the library's split read/write halves (rapidws).
     pub split: bool,
+    /// Compression level (0..=9) instead of the benchmark's default of 1.
+    pub level: Option<u32>,
 }
 
 impl ServerArgs {
@@ -54,6 +56,14 @@ impl ServerArgs {
                 }
                 "--deflate" => out.deflate = true,
                 "--split" => out.split = true,
+                "--level" => {
+                    out.level = Some(
+                        args.next()
+                            .and_then(|p| p.parse().ok())
+                            .filter(|&l| l <= 9)
+                            .unwrap_or_else(|| usage("--level needs 0..=9")),
+                    )
+                }
                 other => usage(&format!("unknown argument {other}")),
             }
         }
@@ -62,7 +72,7 @@ impl ServerArgs {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: echo_<lib> [--port P] [--deflate] [--split]");
+    eprintln!("{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--split]");
     std::process::exit(2)
 }
 

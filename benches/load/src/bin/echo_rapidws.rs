@@ -18,7 +18,11 @@ fn main() -> std::io::Result<()> {
         // Room for the idle-memory run (10,000 connections) and then some.
         config.max_connections = 100_000;
         if args.deflate {
-            config = config.with_deflate(Some(DeflateConfig::default()));
+            let mut deflate = DeflateConfig::default();
+            if let Some(level) = args.level {
+                deflate.level = level as i32;
+            }
+            config = config.with_deflate(Some(deflate));
         }
         if args.split {
             serve(listener, config, echo_split).await

@@ -16,18 +16,22 @@ fn main() -> std::io::Result<()> {
         std::process::exit(2);
     }
     let deflate = args.deflate;
+    let level = args.level;
     runtime().block_on(async move {
-        accept_loop(bind(args.port).await?, move |s| echo(s, deflate)).await
+        accept_loop(bind(args.port).await?, move |s| echo(s, deflate, level)).await
     })
 }
 
-async fn echo(mut stream: TcpStream, deflate: bool) {
+async fn echo(mut stream: TcpStream, deflate: bool, level: Option<u32>) {
     let Ok(up) = server_handshake(&mut stream, deflate).await else {
         return;
     };
     let mut options = Options::default();
     if deflate {
         options = options.with_low_latency_compression();
+        if let Some(level) = level {
+            options = options.with_compression_level(yawc::CompressionLevel::new(level));
+        }
     }
     let Ok(mut ws) = WebSocket::from_stream_with_extensions(
         stream,
