@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Loopback echo benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 14 minutes)
+#   bash benches/run.sh            the whole matrix (about 15 minutes: 162 cells, 9 idle runs)
 #   bash benches/run.sh quick      a reduced matrix (about 4 minutes)
 #
 # It builds benches/load (its own workspace: the load tool and one echo server per
@@ -12,7 +12,7 @@
 # benches/RESULTS.md and the SVG charts next to it.
 #
 # Knobs (environment):
-#   WARMUP, MEASURE   seconds per cell (default 1 and 3)
+#   WARMUP, MEASURE   seconds per cell (default 1 and 2.5)
 #   SERVERS           space-separated subset of the server labels below (default all)
 #   IDLE_CONNS        connections of the idle-memory run (default 10000; 0 skips it)
 #   SKIP_BUILD=1      use the binaries already built
@@ -30,7 +30,7 @@ mkdir -p "$results"
 
 profile="${1:-full}"
 WARMUP="${WARMUP:-1}"
-MEASURE="${MEASURE:-3}"
+MEASURE="${MEASURE:-2.5}"
 IDLE_CONNS="${IDLE_CONNS:-10000}"
 
 # Server variants: label|binary|server arguments|load arguments|kind
