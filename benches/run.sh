@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Loopback echo benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 15 minutes: 162 cells, 9 idle runs)
+#   bash benches/run.sh            the whole matrix (about 15 minutes: 167 cells, 9 idle runs)
 #   bash benches/run.sh quick      a reduced matrix (about 4 minutes)
 #
 # It builds benches/load (its own workspace: the load tool and one echo server per
@@ -33,19 +33,22 @@ WARMUP="${WARMUP:-1}"
 MEASURE="${MEASURE:-2.5}"
 IDLE_CONNS="${IDLE_CONNS:-10000}"
 
-# Server variants: label|binary|server arguments|load arguments|kind
-# kind: plain (uncompressed cells), deflate (compressed cells), raw (uncompressed, --raw).
+# Server variants: label|binary|server arguments|load arguments|cells
+# cells: all, or core (a subset, for variants whose other cells would only repeat another
+# variant's: the split halves cost what the whole connection costs plus a lock).
 ALL_SERVERS=(
-    "rapidws|echo_rapidws|||plain"
-    "rapidws-split|echo_rapidws|--split||plain"
-    "tokio-tungstenite|echo_tungstenite|||plain"
-    "fastwebsockets|echo_fastwebsockets|||plain"
-    "tokio-websockets|echo_tokio_websockets|||plain"
-    "yawc|echo_yawc|||plain"
-    "raw-tcp|echo_raw||--raw|raw"
-    "rapidws-deflate|echo_rapidws|--deflate|--deflate|deflate"
-    "yawc-deflate|echo_yawc|--deflate|--deflate|deflate"
+    "rapidws|echo_rapidws|||all"
+    "rapidws-feed|echo_rapidws|--feed||all"
+    "rapidws-split|echo_rapidws|--split||core"
+    "tokio-tungstenite|echo_tungstenite|||all"
+    "fastwebsockets|echo_fastwebsockets|||all"
+    "tokio-websockets|echo_tokio_websockets|||all"
+    "yawc|echo_yawc|||all"
+    "raw-tcp|echo_raw||--raw|all"
+    "rapidws-deflate|echo_rapidws|--deflate|--deflate|all"
+    "yawc-deflate|echo_yawc|--deflate|--deflate|all"
 )
+CORE_CELLS=" binary|1024|1|1 binary|1024|100|1 binary|1024|1000|1 binary|16384|100|1 binary|1024|1|64 "
 
 # Cells: payload kind|size|connections|messages in flight per connection.
 # 256 KiB x 1,000 connections is skipped: a quarter gigabyte in flight per round trip
@@ -125,9 +128,10 @@ start_server() {
 failures=0
 start=$SECONDS
 for s in "${selected[@]}"; do
-    IFS='|' read -r label binary sargs largs kind <<<"$s"
+    IFS='|' read -r label binary sargs largs which <<<"$s"
     start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
     for c in "${CELLS[@]}"; do
+        [[ "$which" == core && "$CORE_CELLS" != *" $c "* ]] && continue
         IFS='|' read -r payload size conns inflight <<<"$c"
         # shellcheck disable=SC2086 # largs is a list.
         if ! timeout --kill-after=5 $((${WARMUP%.*} + ${MEASURE%.*} + 90)) \
@@ -145,7 +149,8 @@ done
 
 if ((IDLE_CONNS > 0)); then
     for s in "${selected[@]}"; do
-        IFS='|' read -r label binary sargs largs kind <<<"$s"
+        IFS='|' read -r label binary sargs largs which <<<"$s"
+        [[ "$label" == rapidws-feed ]] && continue # same connection state as rapidws
         start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
         # shellcheck disable=SC2086
         if ! timeout --kill-after=5 120 taskset -c 1 "$bin/load" --idle --port "$port" \

@@ -5,7 +5,7 @@
 //! Every echo server takes the same arguments:
 //!
 //! ```text
-//! echo_<lib> [--port P] [--deflate] [--level N] [--split]
+//! echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed]
 //! ```
 //!
 //! binds `127.0.0.1:P` (port 0 picks one), prints `READY <port>` on stdout once it listens,
@@ -39,6 +39,8 @@ pub struct ServerArgs {
     pub split: bool,
     /// Compression level (0..=9) instead of the benchmark's default of 1.
     pub level: Option<u32>,
+    /// Answer with `feed` (queue without flushing) instead of `send` (rapidws).
+    pub feed: bool,
 }
 
 impl ServerArgs {
@@ -56,6 +58,7 @@ impl ServerArgs {
                 }
                 "--deflate" => out.deflate = true,
                 "--split" => out.split = true,
+                "--feed" => out.feed = true,
                 "--level" => {
                     out.level = Some(
                         args.next()
@@ -72,7 +75,7 @@ impl ServerArgs {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--split]");
+    eprintln!("{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed]");
     std::process::exit(2)
 }
 

@@ -2,7 +2,10 @@
 //!
 //! `--deflate` turns permessage-deflate on (`DeflateConfig::default()`: context takeover,
 //! level 1); `--split` echoes through the split halves (`ReadHalf::recv` then
-//! `WriteHalf::send`, in one task) to measure what splitting costs.
+//! `WriteHalf::send`, in one task) to measure what splitting costs; `--feed` answers with
+//! `feed` instead of `send`: the answers queue, and the library writes them out in one
+//! vectored write when the next `recv` finds nothing more to read (its documented way
+//! to batch).
 
 use rapidws::deflate::DeflateConfig;
 use rapidws::tokio::{ServerConfig, WebSocket, serve};
@@ -26,6 +29,8 @@ fn main() -> std::io::Result<()> {
         }
         if args.split {
             serve(listener, config, echo_split).await
+        } else if args.feed {
+            serve(listener, config, echo_feed).await
         } else {
             serve(listener, config, echo).await
         }
@@ -36,6 +41,14 @@ async fn echo(mut ws: WebSocket<TcpStream>) {
     while let Ok(Some(msg)) = ws.recv().await {
         // Pings are answered and closes echoed by the library.
         if msg.is_data() && ws.send(msg).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn echo_feed(mut ws: WebSocket<TcpStream>) {
+    while let Ok(Some(msg)) = ws.recv().await {
+        if msg.is_data() && ws.feed(msg).await.is_err() {
             return;
         }
     }
