@@ -1,0 +1,64 @@
+//! rapidws echo server: `serve` + `recv`/`send`, as in the crate's examples.
+//!
+//! `--deflate` turns permessage-deflate on (`DeflateConfig::default()`: context takeover,
+//! level 1); `--split` echoes through the split halves (`ReadHalf::recv` then
+//! `WriteHalf::send`, in one task) to measure what splitting costs; `--feed` answers with
+//! `feed` instead of `send`: the answers queue, and the library writes them out in one
+//! vectored write when the next `recv` finds nothing more to read (its documented way
+//! to batch).
+
+use rapidws::deflate::DeflateConfig;
+use rapidws::tokio::{ServerConfig, WebSocket, serve};
+use rapidws_load::{ServerArgs, announce, runtime};
+use tokio::net::{TcpListener, TcpStream};
+
+fn main() -> std::io::Result<()> {
+    let args = ServerArgs::parse();
+    runtime().block_on(async move {
+        let listener = TcpListener::bind(("127.0.0.1", args.port)).await?;
+        announce(&listener)?;
+        let mut config = ServerConfig::default();
+        // Room for the idle-memory run (10,000 connections) and then some.
+        config.max_connections = 100_000;
+        if args.deflate {
+            let mut deflate = DeflateConfig::default();
+            if let Some(level) = args.level {
+                deflate.level = level as i32;
+            }
+            config = config.with_deflate(Some(deflate));
+        }
+        if args.split {
+            serve(listener, config, echo_split).await
+        } else if args.feed {
+            serve(listener, config, echo_feed).await
+        } else {
+            serve(listener, config, echo).await
+        }
+    })
+}
+
+async fn echo(mut ws: WebSocket<TcpStream>) {
+    while let Ok(Some(msg)) = ws.recv().await {
+        // Pings are answered and closes echoed by the library.
+        if msg.is_data() && ws.send(msg).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn echo_feed(mut ws: WebSocket<TcpStream>) {
+    while let Ok(Some(msg)) = ws.recv().await {
+        if msg.is_data() && ws.feed(msg).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn echo_split(ws: WebSocket<TcpStream>) {
+    let (mut rd, mut wr) = ws.split();
+    while let Ok(Some(msg)) = rd.recv().await {
+        if msg.is_data() && wr.send(msg).await.is_err() {
+            return;
+        }
+    }
+}

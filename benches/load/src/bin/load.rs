@@ -1,0 +1,1116 @@
+//! Loopback WebSocket echo load generator.
+//!
+//! ```text
+//! load --port P --server-pid PID [--label NAME] [--conns C] [--inflight N]
+//!      [--size BYTES] [--kind binary|text] [--deflate] [--raw]
+//!      [--warmup S] [--measure S] [--header]
+//! load --idle --port P --server-pid PID [--label NAME] [--conns C] [--idle-wait S] [--header]
+//! ```
+//!
+//! Echo mode opens `C` connections (raw TCP plus a minimal client handshake, on one
+//! current-thread runtime) and keeps `N` messages in flight on each: a reply lets the next
+//! message go. Frames are built and masked once per payload variant (at least 8 variants
+//! and at least 64 KiB of them, sent in turn, so that a compressor with context takeover
+//! never finds the message it compresses in its 32 KiB window), so sending costs a
+//! `write` of ready bytes. Every echo is checked: the
+//! payload (inflated when compressed) must equal the variant sent, byte for byte. After
+//! `--warmup` seconds it measures for `--measure` seconds and prints one CSV row: messages
+//! per second, payload MB/s (one direction, 10^6 bytes), p50/p99 round trip, the server's
+//! user and system CPU seconds over the interval (utime/stime deltas from
+//! `/proc/<pid>/stat`), echoes per server CPU-second, this tool's own CPU seconds (near the
+//! interval length means the client was the bottleneck), and wire bytes per echo.
+//!
+//! `--raw` is for the raw TCP echo server, which sends the client's masked frames back
+//! unchanged: a masked echo is accepted when its bytes equal the frame sent.
+//!
+//! Idle mode opens `C` connections, sends one small message on each and waits for its echo
+//! (so every connection has been used once), waits `--idle-wait` seconds, and prints the
+//! server's VmRSS growth per connection over its RSS before the first connection.
+//!
+//! Everything is bounded: connecting has a 60 s limit, the run stops after warm-up plus
+//! measurement, and connections are reset (SO_LINGER 0) so no TIME_WAIT piles up between
+//! runs. Only 127.0.0.1 is ever dialled.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use rapidws_load::{clock_ticks_per_second, find, proc_cpu_ticks, proc_rss_bytes};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{Notify, Semaphore, watch};
+
+/// Payload variants per run: at least this many, and enough that one cycle through them
+/// spans [`VARIANT_SPAN`] bytes, so that a deflate window (32 KiB) never holds an earlier
+/// copy of the message being compressed: context takeover then helps only as much as the
+/// data's own redundancy allows (JSON-like text: a lot; random binary: nothing).
+const MIN_VARIANTS: usize = 8;
+const VARIANT_SPAN: usize = 64 * 1024;
+const MAX_VARIANTS: usize = 4096;
+/// Handshakes in progress at once while connecting.
+const CONNECT_CONCURRENCY: usize = 128;
+/// Limit for opening all connections.
+const CONNECT_LIMIT: Duration = Duration::from_secs(60);
+/// Time allowed for connections to wind down after the measurement.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+/// Largest server frame the tool accepts (the largest payload is 256 KiB).
+const MAX_FRAME: usize = 64 << 20;
+/// The Sec-WebSocket-Key sent (RFC 6455 1.3's example nonce) and its accept value.
+const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+
+#[derive(Clone, Debug)]
+struct Args {
+    port: u16,
+    server_pid: u32,
+    label: String,
+    conns: usize,
+    inflight: usize,
+    size: usize,
+    text: bool,
+    deflate: bool,
+    raw: bool,
+    warmup: f64,
+    measure: f64,
+    idle: bool,
+    idle_wait: f64,
+    header: bool,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("{msg}\n(see the top of benches/load/src/bin/load.rs for the arguments)");
+    std::process::exit(2)
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut a = Args {
+            port: 0,
+            server_pid: 0,
+            label: "server".into(),
+            conns: 1,
+            inflight: 1,
+            size: 1024,
+            text: false,
+            deflate: false,
+            raw: false,
+            warmup: 2.0,
+            measure: 3.0,
+            idle: false,
+            idle_wait: 2.0,
+            header: false,
+        };
+        let mut it = std::env::args().skip(1);
+        fn val<T: std::str::FromStr>(it: &mut impl Iterator<Item = String>, name: &str) -> T {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| usage(&format!("{name} needs a value")))
+        }
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--port" => a.port = val(&mut it, "--port"),
+                "--server-pid" => a.server_pid = val(&mut it, "--server-pid"),
+                "--label" => a.label = val(&mut it, "--label"),
+                "--conns" => a.conns = val(&mut it, "--conns"),
+                "--inflight" => a.inflight = val(&mut it, "--inflight"),
+                "--size" => a.size = val(&mut it, "--size"),
+                "--kind" => {
+                    a.text = match val::<String>(&mut it, "--kind").as_str() {
+                        "text" => true,
+                        "binary" => false,
+                        _ => usage("--kind is binary or text"),
+                    }
+                }
+                "--deflate" => a.deflate = true,
+                "--raw" => a.raw = true,
+                "--warmup" => a.warmup = val(&mut it, "--warmup"),
+                "--measure" => a.measure = val(&mut it, "--measure"),
+                "--idle" => a.idle = true,
+                "--idle-wait" => a.idle_wait = val(&mut it, "--idle-wait"),
+                "--header" => a.header = true,
+                other => usage(&format!("unknown argument {other}")),
+            }
+        }
+        if a.port == 0 || a.server_pid == 0 {
+            usage("--port and --server-pid are required");
+        }
+        if a.conns == 0 || a.inflight == 0 || a.conns > 100_000 || a.inflight > 10_000 {
+            usage("--conns must be 1..=100000 and --inflight 1..=10000");
+        }
+        if a.size > 16 << 20 {
+            usage("--size is at most 16 MiB");
+        }
+        if a.raw && a.deflate {
+            usage("--raw and --deflate do not go together");
+        }
+        if !(0.0..=600.0).contains(&a.warmup)
+            || !(0.1..=600.0).contains(&a.measure)
+            || !(0.0..=600.0).contains(&a.idle_wait)
+        {
+            usage("times are in seconds, at most 600");
+        }
+        a
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Payloads and frames
+
+/// A small deterministic PRNG (xorshift64*), so every run sends the same bytes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// `size` bytes of JSON-like ASCII text: an array of small records with varying numbers
+/// and words, cut at `size` (so "JSON-like": the cut may end mid-record).
+fn json_like(size: usize, rng: &mut Rng) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa",
+    ];
+    let mut s = String::with_capacity(size + 256);
+    s.push('[');
+    let mut id = rng.next() % 100_000;
+    while s.len() < size {
+        id += 1 + rng.next() % 7;
+        let r = rng.next();
+        let _ = write!(
+            s,
+            "{{\"id\":{id},\"user\":\"{}_{}\",\"ts\":{},\"price\":{}.{:02},\"tags\":[\"{}\",\"{}\"],\"active\":{}}},",
+            WORDS[(r % 16) as usize],
+            r % 1000,
+            1_700_000_000_000u64 + (r >> 20) % 1_000_000_000,
+            (r >> 8) % 10_000,
+            (r >> 4) % 100,
+            WORDS[((r >> 32) % 16) as usize],
+            WORDS[((r >> 40) % 16) as usize],
+            r & 1 == 1,
+        );
+    }
+    let mut v = s.into_bytes();
+    v.truncate(size);
+    v
+}
+
+fn random_bytes(size: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut v = Vec::with_capacity(size + 8);
+    while v.len() < size {
+        v.extend_from_slice(&rng.next().to_le_bytes());
+    }
+    v.truncate(size);
+    v
+}
+
+/// A client frame: FIN, `opcode`, RSV1 when compressed, masked with `key`.
+fn client_frame(opcode: u8, rsv1: bool, payload: &[u8], key: [u8; 4]) -> (Vec<u8>, usize) {
+    let mut f = Vec::with_capacity(payload.len() + 14);
+    f.push(0x80 | if rsv1 { 0x40 } else { 0 } | opcode);
+    let n = payload.len();
+    if n < 126 {
+        f.push(0x80 | n as u8);
+    } else if n <= 0xffff {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(n as u16).to_be_bytes());
+    } else {
+        f.push(0x80 | 127);
+        f.extend_from_slice(&(n as u64).to_be_bytes());
+    }
+    f.extend_from_slice(&key);
+    let hdr = f.len();
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i & 3]));
+    (f, hdr)
+}
+
+/// Raw deflate of `data` as one RFC 7692 message (a reset compressor, so the client needs
+/// `client_no_context_takeover`): sync flush, and the trailing 00 00 ff ff removed.
+fn deflate_message(c: &mut Compress, data: &[u8]) -> Vec<u8> {
+    c.reset();
+    let mut out = Vec::with_capacity(data.len() + 64);
+    loop {
+        let consumed = c.total_in() as usize;
+        out.reserve(4096);
+        c.compress_vec(&data[consumed..], &mut out, FlushCompress::Sync)
+            .expect("deflate");
+        if c.total_in() as usize == data.len() && out.len() < out.capacity() {
+            break;
+        }
+    }
+    // RFC 7692 7.2.1: remove the 4 octets 0x00 0x00 0xff 0xff at the tail.
+    assert!(out.ends_with(&[0, 0, 0xff, 0xff]));
+    out.truncate(out.len() - 4);
+    out
+}
+
+struct Variant {
+    /// The payload the echo must carry.
+    data: Vec<u8>,
+    /// The frame sent.
+    frame: Vec<u8>,
+}
+
+fn variants(args: &Args) -> Vec<Variant> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ args.size as u64);
+    let mut z = Compress::new(Compression::fast(), false);
+    let n = VARIANT_SPAN
+        .div_ceil(args.size.max(1))
+        .clamp(MIN_VARIANTS, MAX_VARIANTS);
+    (0..n)
+        .map(|_| {
+            let data = if args.text {
+                json_like(args.size, &mut rng)
+            } else {
+                random_bytes(args.size, &mut rng)
+            };
+            let key = (rng.next() as u32 | 1).to_le_bytes();
+            let opcode = if args.text { 1 } else { 2 };
+            let (frame, _) = if args.deflate {
+                client_frame(opcode, true, &deflate_message(&mut z, &data), key)
+            } else {
+                client_frame(opcode, false, &data, key)
+            };
+            Variant { data, frame }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------
+// Round-trip histogram: log-linear buckets, 32 per power of two (about 3 % wide).
+
+const SUB_BITS: u32 = 5;
+const SUB: u64 = 1 << SUB_BITS;
+const BUCKETS: usize = (SUB as usize) * (64 - SUB_BITS as usize + 1);
+
+struct Hist {
+    counts: Vec<u64>,
+    total: u64,
+}
+
+impl Hist {
+    fn new() -> Hist {
+        Hist {
+            counts: vec![0; BUCKETS],
+            total: 0,
+        }
+    }
+    fn index(v: u64) -> usize {
+        if v < SUB {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros(); // >= SUB_BITS
+        let shift = e - SUB_BITS;
+        let mant = (v >> shift) - SUB; // 0..SUB
+        (SUB + (shift as u64) * SUB + mant) as usize
+    }
+    /// The middle of bucket `i`.
+    fn value(i: usize) -> u64 {
+        let i = i as u64;
+        if i < SUB {
+            return i;
+        }
+        let shift = (i - SUB) / SUB;
+        let mant = (i - SUB) % SUB + SUB;
+        (mant << shift) + ((1u64 << shift) >> 1)
+    }
+    fn record(&mut self, ns: u64) {
+        self.counts[Self::index(ns)] += 1;
+        self.total += 1;
+    }
+    /// The `q` quantile (0..=1) in nanoseconds; 0 when empty.
+    fn quantile(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = ((self.total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::value(i);
+            }
+        }
+        Self::value(BUCKETS - 1)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Shared state (one thread: Rc and Cell)
+
+struct Shared {
+    args: Args,
+    variants: Vec<Variant>,
+    stop: watch::Receiver<bool>,
+    measuring: Cell<bool>,
+    stopping: Cell<bool>,
+    connect: Semaphore,
+    ready: Cell<usize>,
+    used_once: Cell<usize>,
+    msgs: Cell<u64>,
+    payload_bytes: Cell<u64>,
+    wire_bytes: Cell<u64>,
+    errors: Cell<u64>,
+    first_error: RefCell<Option<String>>,
+    hist: RefCell<Hist>,
+}
+
+impl Shared {
+    fn fail(&self, e: String) {
+        self.errors.set(self.errors.get() + 1);
+        let mut f = self.first_error.borrow_mut();
+        if f.is_none() {
+            *f = Some(e);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Client handshake
+
+fn request(args: &Args) -> String {
+    let mut r = format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n",
+        args.port
+    );
+    if args.deflate {
+        // Our messages are compressed once per payload, so our side needs no context
+        // takeover; the server keeps its own (we do not ask for server_no_context_takeover).
+        r.push_str("Sec-WebSocket-Extensions: permessage-deflate; client_no_context_takeover\r\n");
+    }
+    r.push_str("\r\n");
+    r
+}
+
+/// What the server agreed to.
+struct Agreed {
+    deflate: bool,
+    server_no_context_takeover: bool,
+}
+
+async fn connect(shared: &Shared) -> Result<(TcpStream, Vec<u8>, Agreed), String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], shared.args.port));
+    let sock = TcpSocket::new_v4().map_err(|e| format!("socket: {e}"))?;
+    // Reset on close: no TIME_WAIT left over between runs of the matrix.
+    sock.set_zero_linger().map_err(|e| format!("linger: {e}"))?;
+    let mut s = sock
+        .connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    s.set_nodelay(true).map_err(|e| format!("nodelay: {e}"))?;
+    s.write_all(request(&shared.args).as_bytes())
+        .await
+        .map_err(|e| format!("handshake write: {e}"))?;
+    let mut buf = Vec::with_capacity(1024);
+    let end = loop {
+        if let Some(i) = find(&buf, b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > 16 * 1024 {
+            return Err("handshake: response head too large".into());
+        }
+        let n = s
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| format!("handshake read: {e}"))?;
+        if n == 0 {
+            return Err("handshake: connection closed".into());
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    if !head.starts_with("http/1.1 101") {
+        let line = head.lines().next().unwrap_or("");
+        return Err(format!("handshake: server answered {line:?}"));
+    }
+    if !head.contains(&ACCEPT.to_ascii_lowercase()) {
+        return Err("handshake: wrong Sec-WebSocket-Accept".into());
+    }
+    let ext = head
+        .lines()
+        .find(|l| l.starts_with("sec-websocket-extensions:"))
+        .unwrap_or("");
+    let agreed = Agreed {
+        deflate: ext.contains("permessage-deflate"),
+        server_no_context_takeover: ext.contains("server_no_context_takeover"),
+    };
+    if shared.args.deflate && !agreed.deflate {
+        return Err("handshake: server did not agree to permessage-deflate".into());
+    }
+    if !shared.args.deflate && agreed.deflate {
+        return Err("handshake: server agreed to an extension we did not offer".into());
+    }
+    Ok((s, buf[end..].to_vec(), agreed))
+}
+
+// ---------------------------------------------------------------------------------
+// Receiving and checking echoes
+
+/// Reads server frames and checks each whole message against the variant expected next.
+struct Receiver {
+    buf: Vec<u8>,
+    start: usize,
+    /// Fragments of a message in progress (only used when a message spans frames).
+    msg: Vec<u8>,
+    msg_open: bool,
+    msg_compressed: bool,
+    msg_wire: usize,
+    inflate: Option<Decompress>,
+    reset_inflate: bool,
+    out: Vec<u8>,
+}
+
+/// One complete echo: its wire size.
+struct Echo {
+    wire: usize,
+}
+
+impl Receiver {
+    fn new(leftover: Vec<u8>, agreed: &Agreed) -> Receiver {
+        let mut buf = leftover;
+        buf.reserve(4096);
+        Receiver {
+            buf,
+            start: 0,
+            msg: Vec::new(),
+            msg_open: false,
+            msg_compressed: false,
+            msg_wire: 0,
+            inflate: agreed.deflate.then(|| Decompress::new(false)),
+            reset_inflate: agreed.server_no_context_takeover,
+            out: Vec::new(),
+        }
+    }
+
+    /// Reads once more from `rd` (growing the buffer for a large frame).
+    async fn fill(&mut self, rd: &mut (impl AsyncRead + Unpin)) -> Result<(), String> {
+        if self.start > 0 && (self.start == self.buf.len() || self.start > self.buf.capacity() / 2)
+        {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        if self.buf.capacity() - self.buf.len() < 2048 {
+            // Double, so that a busy connection soon reads in large chunks while an idle
+            // one (the idle-memory run has 10,000) stays small.
+            self.buf
+                .reserve(self.buf.capacity().clamp(4096, 256 * 1024));
+        }
+        let n = rd
+            .read_buf(&mut self.buf)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("server closed the connection".into());
+        }
+        Ok(())
+    }
+
+    /// The next complete echo in the buffer, checked against `want`; `Ok(None)` when more
+    /// bytes are needed.
+    fn next(&mut self, want: &Variant, raw: bool) -> Result<Option<Echo>, String> {
+        loop {
+            let b = &self.buf[self.start..];
+            if b.len() < 2 {
+                return Ok(None);
+            }
+            let fin = b[0] & 0x80 != 0;
+            let rsv1 = b[0] & 0x40 != 0;
+            let opcode = b[0] & 0x0f;
+            let masked = b[1] & 0x80 != 0;
+            let (len, mut hdr) = match b[1] & 0x7f {
+                126 => {
+                    if b.len() < 4 {
+                        return Ok(None);
+                    }
+                    (u16::from_be_bytes([b[2], b[3]]) as usize, 4)
+                }
+                127 => {
+                    if b.len() < 10 {
+                        return Ok(None);
+                    }
+                    let l = u64::from_be_bytes(b[2..10].try_into().expect("8 bytes"));
+                    (usize::try_from(l).unwrap_or(usize::MAX), 10)
+                }
+                l => (l as usize, 2),
+            };
+            if masked {
+                if !raw {
+                    return Err("server sent a masked frame".into());
+                }
+                hdr += 4;
+            }
+            if len > MAX_FRAME {
+                return Err(format!("server frame of {len} bytes"));
+            }
+            if b.len() < hdr + len {
+                let need = self.start + hdr + len;
+                if self.buf.capacity() < need {
+                    self.buf.reserve(need - self.buf.len());
+                }
+                return Ok(None);
+            }
+            let wire = hdr + len;
+            let payload = &b[hdr..hdr + len];
+            if opcode >= 8 {
+                // Control frames (a keepalive ping) are skipped; a close ends the run.
+                if opcode == 8 {
+                    return Err("server sent a close frame".into());
+                }
+                self.start += wire;
+                continue;
+            }
+            if raw {
+                // The raw echo sends our frame back as it was.
+                if b[..wire] != want.frame[..] {
+                    return Err("raw echo differs from the frame sent".into());
+                }
+                self.start += wire;
+                return Ok(Some(Echo { wire }));
+            }
+            if !self.msg_open && fin && !rsv1 && opcode != 0 {
+                // The common case: a whole uncompressed message in one frame.
+                if payload != &want.data[..] {
+                    return Err(format!(
+                        "echo differs: {} bytes, expected {}",
+                        payload.len(),
+                        want.data.len()
+                    ));
+                }
+                self.start += wire;
+                return Ok(Some(Echo { wire }));
+            }
+            // A fragment or a compressed message: gather, then check.
+            if opcode != 0 {
+                if self.msg_open {
+                    return Err("new message inside a fragmented one".into());
+                }
+                self.msg_open = true;
+                self.msg_compressed = rsv1;
+                self.msg.clear();
+                self.msg_wire = 0;
+            } else if !self.msg_open {
+                return Err("continuation without a message".into());
+            }
+            self.msg.extend_from_slice(payload);
+            self.msg_wire += wire;
+            self.start += wire;
+            if !fin {
+                continue;
+            }
+            self.msg_open = false;
+            let got: &[u8] = if self.msg_compressed {
+                self.inflate_msg(want.data.len())?;
+                &self.out
+            } else {
+                &self.msg
+            };
+            if got != &want.data[..] {
+                return Err(format!(
+                    "echo differs: {} bytes, expected {}",
+                    got.len(),
+                    want.data.len()
+                ));
+            }
+            return Ok(Some(Echo {
+                wire: self.msg_wire,
+            }));
+        }
+    }
+
+    fn inflate_msg(&mut self, expect: usize) -> Result<(), String> {
+        let d = self
+            .inflate
+            .as_mut()
+            .ok_or("compressed message without permessage-deflate")?;
+        if self.reset_inflate {
+            d.reset(false);
+        }
+        // RFC 7692 7.2.2: append 0x00 0x00 0xff 0xff and inflate.
+        self.msg.extend_from_slice(&[0, 0, 0xff, 0xff]);
+        self.out.clear();
+        self.out.reserve(expect + 64);
+        let start_in = d.total_in();
+        for _ in 0..100_000 {
+            let used = (d.total_in() - start_in) as usize;
+            if self.out.capacity() - self.out.len() < 1024 {
+                self.out.reserve(expect.max(4096));
+            }
+            let st = d
+                .decompress_vec(&self.msg[used..], &mut self.out, FlushDecompress::Sync)
+                .map_err(|e| format!("inflate: {e}"))?;
+            let used = (d.total_in() - start_in) as usize;
+            if self.out.len() > expect + 1024 {
+                return Err("inflated echo is too large".into());
+            }
+            if matches!(st, Status::StreamEnd) {
+                return Ok(());
+            }
+            if used == self.msg.len() && self.out.len() < self.out.capacity() {
+                return Ok(());
+            }
+        }
+        Err("inflate made no progress".into())
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// One connection
+
+async fn connection(shared: Rc<Shared>) {
+    if let Err(e) = run_connection(&shared).await
+        && !shared.stopping.get()
+    {
+        shared.fail(e);
+    }
+}
+
+async fn run_connection(shared: &Shared) -> Result<(), String> {
+    let permit = shared
+        .connect
+        .acquire()
+        .await
+        .map_err(|_| "semaphore closed".to_string())?;
+    let (mut stream, leftover, agreed) = connect(shared).await?;
+    drop(permit);
+    shared.ready.set(shared.ready.get() + 1);
+    let raw = shared.args.raw;
+    let mut rx = Receiver::new(leftover, &agreed);
+    let (mut rd, mut wr) = stream.split();
+
+    if shared.args.idle {
+        let v = &shared.variants[0];
+        wr.write_all(&v.frame)
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        while rx.next(v, raw)?.is_none() {
+            rx.fill(&mut rd).await?;
+        }
+        shared.used_once.set(shared.used_once.get() + 1);
+        let mut stop = shared.stop.clone();
+        let _ = stop.wait_for(|s| *s).await;
+        return Ok(());
+    }
+
+    // Sent and not yet echoed: (variant, send time).
+    let inflight: RefCell<VecDeque<(usize, Instant)>> =
+        RefCell::new(VecDeque::with_capacity(shared.args.inflight));
+    let credits = Cell::new(shared.args.inflight);
+    let wake_writer = Notify::new();
+    let next_variant = Cell::new(0usize);
+
+    let writer = async {
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let k = credits.replace(0);
+            if k == 0 {
+                wake_writer.notified().await;
+                continue;
+            }
+            out.clear();
+            let now = Instant::now();
+            {
+                let mut q = inflight.borrow_mut();
+                for _ in 0..k {
+                    let v = next_variant.get();
+                    next_variant.set((v + 1) % shared.variants.len());
+                    q.push_back((v, now));
+                    out.extend_from_slice(&shared.variants[v].frame);
+                }
+            }
+            if let Err(e) = wr.write_all(&out).await {
+                return Err::<(), String>(format!("write: {e}"));
+            }
+        }
+    };
+
+    let reader = async {
+        loop {
+            let mut got = 0;
+            loop {
+                let Some(&(v, t0)) = inflight.borrow().front() else {
+                    break;
+                };
+                let Some(echo) = rx.next(&shared.variants[v], raw)? else {
+                    break;
+                };
+                inflight.borrow_mut().pop_front();
+                got += 1;
+                shared.msgs.set(shared.msgs.get() + 1);
+                shared
+                    .payload_bytes
+                    .set(shared.payload_bytes.get() + shared.variants[v].data.len() as u64);
+                shared
+                    .wire_bytes
+                    .set(shared.wire_bytes.get() + echo.wire as u64);
+                if shared.measuring.get() {
+                    shared
+                        .hist
+                        .borrow_mut()
+                        .record(t0.elapsed().as_nanos() as u64);
+                }
+            }
+            if got > 0 {
+                if shared.stopping.get() {
+                    return Ok::<(), String>(());
+                }
+                credits.set(credits.get() + got);
+                wake_writer.notify_one();
+            }
+            rx.fill(&mut rd).await?;
+        }
+    };
+
+    let mut stop = shared.stop.clone();
+    tokio::select! {
+        r = reader => r,
+        r = writer => r,
+        _ = stop.wait_for(|s| *s) => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Main
+
+struct Snapshot {
+    at: Instant,
+    msgs: u64,
+    payload: u64,
+    wire: u64,
+    server: (u64, u64),
+    client: (u64, u64),
+}
+
+fn snapshot(shared: &Shared) -> Result<Snapshot, String> {
+    Ok(Snapshot {
+        at: Instant::now(),
+        msgs: shared.msgs.get(),
+        payload: shared.payload_bytes.get(),
+        wire: shared.wire_bytes.get(),
+        server: proc_cpu_ticks(shared.args.server_pid)
+            .map_err(|e| format!("server /proc stat: {e}"))?,
+        client: proc_cpu_ticks(std::process::id()).map_err(|e| format!("own /proc stat: {e}"))?,
+    })
+}
+
+fn main() {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let local = tokio::task::LocalSet::new();
+    let code = local.block_on(&rt, run(args));
+    std::process::exit(code);
+}
+
+async fn run(args: Args) -> i32 {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shared = Rc::new(Shared {
+        variants: variants(&args),
+        args: args.clone(),
+        stop: stop_rx,
+        measuring: Cell::new(false),
+        stopping: Cell::new(false),
+        connect: Semaphore::new(CONNECT_CONCURRENCY),
+        ready: Cell::new(0),
+        used_once: Cell::new(0),
+        msgs: Cell::new(0),
+        payload_bytes: Cell::new(0),
+        wire_bytes: Cell::new(0),
+        errors: Cell::new(0),
+        first_error: RefCell::new(None),
+        hist: RefCell::new(Hist::new()),
+    });
+    let rss_before = if args.idle {
+        match proc_rss_bytes(args.server_pid) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("server RSS: {e}");
+                return 1;
+            }
+        }
+    } else {
+        0
+    };
+
+    let mut tasks = Vec::with_capacity(args.conns);
+    for _ in 0..args.conns {
+        tasks.push(tokio::task::spawn_local(connection(shared.clone())));
+    }
+    // Wait until every connection is open (or one failed).
+    let target = |s: &Shared| {
+        if args.idle {
+            s.used_once.get()
+        } else {
+            s.ready.get()
+        }
+    };
+    let deadline = Instant::now() + CONNECT_LIMIT;
+    while target(&shared) < args.conns {
+        if shared.errors.get() > 0 || Instant::now() > deadline {
+            let e = shared.first_error.borrow().clone();
+            eprintln!(
+                "{}: {} of {} connections ready; first error: {}",
+                args.label,
+                target(&shared),
+                args.conns,
+                e.unwrap_or_else(|| "timed out".into())
+            );
+            return 1;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    let code = if args.idle {
+        tokio::time::sleep(Duration::from_secs_f64(args.idle_wait)).await;
+        let rss = proc_rss_bytes(args.server_pid);
+        match rss {
+            Ok(rss) => {
+                let per = (rss.saturating_sub(rss_before)) as f64 / args.conns as f64;
+                if args.header {
+                    println!("server,conns,rss_before_bytes,rss_after_bytes,bytes_per_conn,errors");
+                }
+                println!(
+                    "{},{},{},{},{:.0},{}",
+                    args.label,
+                    args.conns,
+                    rss_before,
+                    rss,
+                    per,
+                    shared.errors.get()
+                );
+                eprintln!(
+                    "{}: {} idle connections: server RSS {:.1} MiB -> {:.1} MiB, {:.1} KiB per connection",
+                    args.label,
+                    args.conns,
+                    rss_before as f64 / 1048576.0,
+                    rss as f64 / 1048576.0,
+                    per / 1024.0
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("server RSS: {e}");
+                1
+            }
+        }
+    } else {
+        measure(&args, &shared).await
+    };
+
+    shared.stopping.set(true);
+    let _ = stop_tx.send(true);
+    let stop_deadline = tokio::time::Instant::now() + STOP_GRACE;
+    for t in tasks {
+        if tokio::time::timeout_at(stop_deadline, t).await.is_err() {
+            break;
+        }
+    }
+    code
+}
+
+async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
+    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+    let a = match snapshot(shared) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    shared.measuring.set(true);
+    tokio::time::sleep(Duration::from_secs_f64(args.measure)).await;
+    shared.measuring.set(false);
+    let b = match snapshot(shared) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let tck = clock_ticks_per_second() as f64;
+    let secs = (b.at - a.at).as_secs_f64();
+    let msgs = b.msgs - a.msgs;
+    let su = (b.server.0 - a.server.0) as f64 / tck;
+    let ss = (b.server.1 - a.server.1) as f64 / tck;
+    let cpu = su + ss;
+    let client = ((b.client.0 + b.client.1) - (a.client.0 + a.client.1)) as f64 / tck;
+    let hist = shared.hist.borrow();
+    let p50 = hist.quantile(0.50) as f64 / 1000.0;
+    let p99 = hist.quantile(0.99) as f64 / 1000.0;
+    let per_cpu = if cpu > 0.0 { msgs as f64 / cpu } else { 0.0 };
+    let wire = if msgs > 0 {
+        (b.wire - a.wire) as f64 / msgs as f64
+    } else {
+        0.0
+    };
+    let errors = shared.errors.get();
+    if args.header {
+        println!(
+            "server,payload,size,conns,inflight,deflate,seconds,msgs,msgs_per_s,mb_per_s,p50_us,p99_us,server_user_s,server_sys_s,echoes_per_cpu_s,client_cpu_s,wire_bytes_per_echo,errors"
+        );
+    }
+    println!(
+        "{},{},{},{},{},{},{:.3},{},{:.0},{:.2},{:.1},{:.1},{:.2},{:.2},{:.0},{:.2},{:.1},{}",
+        args.label,
+        if args.text { "text" } else { "binary" },
+        args.size,
+        args.conns,
+        args.inflight,
+        args.deflate as u8,
+        secs,
+        msgs,
+        msgs as f64 / secs,
+        (b.payload - a.payload) as f64 / secs / 1e6,
+        p50,
+        p99,
+        su,
+        ss,
+        per_cpu,
+        client,
+        wire,
+        errors
+    );
+    eprintln!(
+        "{:<22} {:>6} {:>7}B c={:<5} n={:<3} z={} {:>9.0} msg/s {:>8.1} MB/s p50 {:>8.1}us p99 {:>8.1}us srv {:.2}u+{:.2}s cli {:.2}s {:>9.0}/cpu-s{}",
+        args.label,
+        if args.text { "text" } else { "bin" },
+        args.size,
+        args.conns,
+        args.inflight,
+        args.deflate as u8,
+        msgs as f64 / secs,
+        (b.payload - a.payload) as f64 / secs / 1e6,
+        p50,
+        p99,
+        su,
+        ss,
+        client,
+        per_cpu,
+        if errors > 0 {
+            format!(
+                " ERRORS {errors}: {}",
+                shared.first_error.borrow().clone().unwrap_or_default()
+            )
+        } else {
+            String::new()
+        }
+    );
+    if errors > 0 || msgs == 0 { 1 } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_are_within_bucket_width() {
+        let mut h = Hist::new();
+        for v in 1..=100_000u64 {
+            h.record(v * 1000);
+        }
+        let p50 = h.quantile(0.5) as f64;
+        let p99 = h.quantile(0.99) as f64;
+        assert!((p50 / 50_000_000.0 - 1.0).abs() < 0.04, "p50 {p50}");
+        assert!((p99 / 99_000_000.0 - 1.0).abs() < 0.04, "p99 {p99}");
+    }
+
+    #[test]
+    fn histogram_index_and_value_round_trip_monotonically() {
+        let mut last = 0;
+        for i in 0..BUCKETS - 1 {
+            let v = Hist::value(i);
+            assert!(v >= last, "bucket {i}");
+            assert_eq!(Hist::index(v), i, "bucket {i} value {v}");
+            last = v;
+        }
+    }
+
+    #[test]
+    fn deflated_message_inflates_back_through_receiver() {
+        let data = json_like(4096, &mut Rng(7));
+        let mut frame = vec![0xc1u8, 126];
+        let z = deflate_message(&mut Compress::new(Compression::fast(), false), &data);
+        frame.extend_from_slice(&(z.len() as u16).to_be_bytes());
+        frame.extend_from_slice(&z);
+        let agreed = Agreed {
+            deflate: true,
+            server_no_context_takeover: false,
+        };
+        let mut rx = Receiver::new(frame, &agreed);
+        let want = Variant {
+            data,
+            frame: Vec::new(),
+        };
+        let echo = rx.next(&want, false).unwrap().expect("a whole echo");
+        assert_eq!(echo.wire, 4 + z.len());
+    }
+
+    #[test]
+    fn corrupted_echo_is_an_error() {
+        let data = vec![1u8, 2, 3, 4];
+        let mut frame = vec![0x82u8, 4];
+        frame.extend_from_slice(&[1, 2, 3, 5]);
+        let agreed = Agreed {
+            deflate: false,
+            server_no_context_takeover: false,
+        };
+        let mut rx = Receiver::new(frame, &agreed);
+        let want = Variant {
+            data,
+            frame: Vec::new(),
+        };
+        assert!(rx.next(&want, false).is_err());
+    }
+
+    #[test]
+    fn fragmented_echo_is_gathered() {
+        let data: Vec<u8> = (0..300u16).map(|i| i as u8).collect();
+        let mut wire = vec![0x02u8, 100];
+        wire.extend_from_slice(&data[..100]);
+        wire.extend_from_slice(&[0x80, 126, 0, 200]);
+        wire.extend_from_slice(&data[100..]);
+        let agreed = Agreed {
+            deflate: false,
+            server_no_context_takeover: false,
+        };
+        let mut rx = Receiver::new(wire.clone(), &agreed);
+        let want = Variant {
+            data,
+            frame: Vec::new(),
+        };
+        let echo = rx.next(&want, false).unwrap().expect("a whole echo");
+        assert_eq!(echo.wire, wire.len());
+    }
+
+    #[test]
+    fn client_frame_is_masked_and_unmasks_to_payload() {
+        let data = random_bytes(70_000, &mut Rng(3));
+        let key = [1, 2, 3, 4];
+        let (f, hdr) = client_frame(2, false, &data, key);
+        assert_eq!(hdr, 14);
+        assert_eq!(f[1], 0x80 | 127);
+        let back: Vec<u8> = f[hdr..]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ key[i & 3])
+            .collect();
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn json_like_text_has_requested_size_and_is_ascii() {
+        for size in [16, 1024, 16 * 1024] {
+            let t = json_like(size, &mut Rng(1));
+            assert_eq!(t.len(), size);
+            assert!(t.is_ascii());
+        }
+    }
+}

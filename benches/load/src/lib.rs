@@ -1,0 +1,313 @@
+//! Shared pieces of the loopback benchmark: the echo servers' command line and accept loop,
+//! a minimal server-side opening handshake for the peers whose documented server API starts
+//! after the handshake (fastwebsockets, yawc) and for the raw TCP echo, and `/proc` readers.
+//!
+//! Every echo server takes the same arguments:
+//!
+//! ```text
+//! echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed]
+//! ```
+//!
+//! binds `127.0.0.1:P` (port 0 picks one), prints `READY <port>` on stdout once it listens,
+//! and serves until killed, on a current-thread tokio runtime so that every library gets
+//! exactly one core's worth of executor. Per-connection errors (the load tool resets its
+//! connections when it stops) are not printed.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use base64::Engine as _;
+use sha1::{Digest, Sha1};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Largest HTTP request head the minimal handshake accepts.
+pub const MAX_HEAD: usize = 8 * 1024;
+
+/// RFC 6455 4.2.2: the GUID appended to `Sec-WebSocket-Key` before hashing.
+const WS_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// Command line of an echo server.
+#[derive(Clone, Debug, Default)]
+pub struct ServerArgs {
+    /// Port on 127.0.0.1; 0 lets the OS choose (printed in the `READY` line).
+    pub port: u16,
+    /// Turn permessage-deflate on (libraries that support it).
+    pub deflate: bool,
+    /// Use the library's split read/write halves (rapidws).
+    pub split: bool,
+    /// Compression level (0..=9) instead of the benchmark's default of 1.
+    pub level: Option<u32>,
+    /// Answer with `feed` (queue without flushing) instead of `send` (rapidws).
+    pub feed: bool,
+}
+
+impl ServerArgs {
+    /// Parses `std::env::args()`; exits with a usage message on anything unknown.
+    pub fn parse() -> Self {
+        let mut out = ServerArgs::default();
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--port" => {
+                    out.port = args
+                        .next()
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or_else(|| usage("--port needs a number"))
+                }
+                "--deflate" => out.deflate = true,
+                "--split" => out.split = true,
+                "--feed" => out.feed = true,
+                "--level" => {
+                    out.level = Some(
+                        args.next()
+                            .and_then(|p| p.parse().ok())
+                            .filter(|&l| l <= 9)
+                            .unwrap_or_else(|| usage("--level needs 0..=9")),
+                    )
+                }
+                other => usage(&format!("unknown argument {other}")),
+            }
+        }
+        out
+    }
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed]");
+    std::process::exit(2)
+}
+
+/// Builds the current-thread runtime every server runs on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Binds `127.0.0.1:port` and prints `READY <port>` (the harness waits for that line).
+pub async fn bind(port: u16) -> io::Result<TcpListener> {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+    announce(&listener)?;
+    Ok(listener)
+}
+
+/// Prints `READY <port>` for `listener`.
+pub fn announce(listener: &TcpListener) -> io::Result<()> {
+    use std::io::Write as _;
+    let port = listener.local_addr()?.port();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "READY {port}")?;
+    out.flush()
+}
+
+/// Accepts forever, sets `TCP_NODELAY` and spawns `handler` for every connection.
+pub async fn accept_loop<F, Fut>(listener: TcpListener, handler: F) -> io::Result<()>
+where
+    F: Fn(TcpStream) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(_) => {
+                // Out of file descriptors or similar: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(handler(stream));
+    }
+}
+
+/// What the minimal server handshake agreed to.
+#[derive(Clone, Debug, Default)]
+pub struct Upgraded {
+    /// The `Sec-WebSocket-Extensions` value sent back, if any.
+    pub extensions: Option<String>,
+}
+
+/// The server side of the opening handshake, just enough for the benchmark's own client
+/// (and any well-behaved one): reads the request head (at most [`MAX_HEAD`] bytes), checks
+/// that it is a version 13 upgrade, answers 101 with the accept key, and when `deflate` is
+/// set and the client offered permessage-deflate, agrees to it with context takeover in
+/// the server-to-client direction, plus `client_no_context_takeover` when the client
+/// offered it. The client must not send frames before the 101 (ours does not), so nothing
+/// after the head is read.
+pub async fn server_handshake(stream: &mut TcpStream, deflate: bool) -> io::Result<Upgraded> {
+    let mut head = Vec::with_capacity(1024);
+    let mut byte = [0u8; 512];
+    let end = loop {
+        // Read no further than the end of the head: peek, then consume up to it.
+        let n = stream.peek(&mut byte).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let start = head.len();
+        head.extend_from_slice(&byte[..n]);
+        let from = start.saturating_sub(3);
+        if let Some(i) = find(&head[from..], b"\r\n\r\n") {
+            let end = from + i + 4;
+            let take = end - start;
+            stream.read_exact(&mut byte[..take]).await?;
+            head.truncate(end);
+            break end;
+        }
+        stream.read_exact(&mut byte[..n]).await?;
+        if head.len() > MAX_HEAD {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "head too large"));
+        }
+    };
+    let text = std::str::from_utf8(&head[..end])
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "head is not UTF-8"))?;
+    let mut key = None;
+    let mut version_ok = false;
+    let mut offer: Option<&str> = None;
+    for line in text.split("\r\n").skip(1) {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("sec-websocket-key") {
+            key = Some(value);
+        } else if name.eq_ignore_ascii_case("sec-websocket-version") {
+            version_ok = value == "13";
+        } else if name.eq_ignore_ascii_case("sec-websocket-extensions") {
+            offer = Some(value);
+        }
+    }
+    let (Some(key), true) = (key, version_ok) else {
+        stream
+            .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+            .await?;
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not an upgrade"));
+    };
+    let extensions = match offer {
+        Some(o) if deflate && o.contains("permessage-deflate") => {
+            // Only the first offer matters to our client; it never offers more than one.
+            let first = o.split(',').next().unwrap_or("");
+            let mut agreed = String::from("permessage-deflate");
+            if first.contains("client_no_context_takeover") {
+                agreed.push_str("; client_no_context_takeover");
+            }
+            Some(agreed)
+        }
+        _ => None,
+    };
+    let mut resp = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n",
+        accept_key(key)
+    );
+    if let Some(e) = &extensions {
+        resp.push_str("Sec-WebSocket-Extensions: ");
+        resp.push_str(e);
+        resp.push_str("\r\n");
+    }
+    resp.push_str("\r\n");
+    stream.write_all(resp.as_bytes()).await?;
+    Ok(Upgraded { extensions })
+}
+
+/// RFC 6455 4.2.2: base64(SHA-1(key + GUID)).
+pub fn accept_key(key: &str) -> String {
+    let mut h = Sha1::new();
+    h.update(key.as_bytes());
+    h.update(WS_GUID.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(h.finalize())
+}
+
+/// Position of `needle` in `hay`.
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// User and system CPU time of a process, in clock ticks, from `/proc/<pid>/stat`.
+pub fn proc_cpu_ticks(pid: u32) -> io::Result<(u64, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may contain spaces and parentheses: fields after it start
+    // after the last ')'. There, index 0 is field 3 (state); utime is field 14, stime 15.
+    let rest = s
+        .rfind(')')
+        .map(|i| &s[i + 1..])
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad /proc stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| -> io::Result<u64> {
+        f.get(i)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad /proc stat field"))
+    };
+    Ok((get(11)?, get(12)?))
+}
+
+/// Resident set size of a process in bytes, from `VmRSS` in `/proc/<pid>/status`.
+pub fn proc_rss_bytes(pid: u32) -> io::Result<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    for line in s.lines() {
+        if let Some(v) = line.strip_prefix("VmRSS:") {
+            let kb: u64 = v
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad VmRSS"))?;
+            return Ok(kb * 1024);
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::NotFound, "no VmRSS"))
+}
+
+/// Clock ticks per second for `/proc` CPU times (`getconf CLK_TCK`; 100 on Linux when
+/// that is not available).
+pub fn clock_ticks_per_second() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&t| t > 0)
+        .unwrap_or(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_key_matches_rfc_6455_example() {
+        // RFC 6455 1.3 example.
+        assert_eq!(
+            accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+
+    #[test]
+    fn cpu_ticks_grow_while_this_process_computes() {
+        let pid = std::process::id();
+        let (u0, s0) = proc_cpu_ticks(pid).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut x = 1u64;
+        loop {
+            for i in 0..1_000_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+            }
+            let (u, s) = proc_cpu_ticks(pid).unwrap();
+            if u + s > u0 + s0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no CPU time accounted"
+            );
+        }
+    }
+
+    #[test]
+    fn rss_of_own_process_is_at_least_a_page() {
+        assert!(proc_rss_bytes(std::process::id()).unwrap() >= 4096);
+    }
+}
