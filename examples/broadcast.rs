@@ -211,7 +211,7 @@ async fn demo_clients(addr: String) {
             let mut got = 0u64;
             while let Ok(Some(msg)) = ws.recv().await {
                 got += 1;
-                if got % 2_000 == 0 {
+                if got.is_multiple_of(2_000) {
                     println!("demo client {n}: {got} messages, last {} bytes", msg.len());
                 }
             }
