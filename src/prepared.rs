@@ -314,6 +314,9 @@ impl Connection {
             .deflate_mut()
             .and_then(|d| d.prepared_window_bits(msg.len()))
             && let Some(frame) = msg.compressed_frame(bits)
+            // Deflate did not help: the plain frame is as valid (an uncompressed message
+            // never enters the peer's inflater window) and shorter.
+            && frame.len() < msg.inner.frame.len()
         {
             self.queue_raw_frame(frame.clone())?;
             if let Some(d) = self.deflate_mut() {

@@ -284,3 +284,28 @@ fn prepared_message_after_close_is_refused() {
             .is_err()
     );
 }
+
+#[test]
+fn incompressible_prepared_message_goes_out_plain() {
+    // xorshift bytes do not deflate: the plain frame is shorter and as valid.
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let data: Vec<u8> = (0..3000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let msg = PreparedMessage::binary(&data);
+    let (mut server, mut client) = pair(Some(params(false, 15)));
+    server.send_prepared_message(&msg).unwrap();
+    let wire = pump(&mut server, &mut client);
+    assert_eq!(wire, &msg.frame()[..]);
+    // The compressor was not primed with it, and what follows still decodes.
+    server.send_binary(&data).unwrap();
+    pump(&mut server, &mut client);
+    let got = received(&mut client);
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|(_, d)| d[..] == data[..]));
+}
