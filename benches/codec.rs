@@ -7,6 +7,10 @@
 //! iteration written to `io::sink()` (tungstenite `send`; rapidws `send_binary` then a
 //! vectored write of each `Transmit`), masked for the client role.
 //!
+//! Burst: 1,000 masked text frames of 16 B or 100 B in one buffer (a client's burst of
+//! small messages), decoded whole per iteration, through the bare `Decoder` and through
+//! `Connection` (`handle_bytes` of the whole buffer, then `poll_event` until it is empty).
+//!
 //! `cargo bench --bench codec -- --warm-up-time 1 --measurement-time 2`
 
 use std::hint::black_box;
@@ -16,6 +20,7 @@ use std::time::Instant;
 use bytes::Buf;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rapidws::Role;
+use rapidws::codec::{Decoder, DecoderConfig, Item};
 use rapidws::connection::{Config, Connection, Event};
 use tungstenite::protocol::{Role as TRole, WebSocket};
 
@@ -157,5 +162,73 @@ fn encode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decode, encode);
+/// Frames in a burst buffer.
+const BURST: usize = 1000;
+
+/// `BURST` masked text frames of `size` bytes, as a client sends them.
+fn burst(size: usize) -> Vec<u8> {
+    let mut conn = Connection::new(Role::Client, Config::default(), Instant::now());
+    let text: String = (0..size)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let mut out = Vec::new();
+    for _ in 0..BURST {
+        conn.send_text(&text).unwrap();
+    }
+    conn.write_pending(&mut out);
+    out
+}
+
+fn decode_burst(c: &mut Criterion) {
+    let mut g = c.benchmark_group("burst");
+    for size in [16, 100] {
+        let wire = burst(size);
+        g.throughput(Throughput::Elements(BURST as u64));
+
+        g.bench_function(BenchmarkId::new("decoder", size), |b| {
+            let mut decoder = Decoder::new(DecoderConfig::new(Role::Server));
+            let mut buf = wire.clone();
+            b.iter(|| {
+                buf.copy_from_slice(&wire);
+                let mut pos = 0;
+                let mut messages = 0;
+                loop {
+                    let d = decoder.decode(&mut buf[pos..]).unwrap();
+                    pos += d.consumed;
+                    match d.item {
+                        Some(Item::Data(chunk)) => {
+                            messages += usize::from(chunk.message_end);
+                            black_box(&chunk);
+                        }
+                        Some(Item::Control(_)) => unreachable!(),
+                        None => break,
+                    }
+                }
+                assert_eq!(messages, BURST);
+            });
+        });
+
+        g.bench_function(BenchmarkId::new("connection", size), |b| {
+            let now = Instant::now();
+            let mut conn = Connection::new(Role::Server, Config::default(), now);
+            b.iter(|| {
+                conn.handle_bytes(now, &wire);
+                let mut messages = 0;
+                while let Some(ev) = conn.poll_event() {
+                    match ev {
+                        Ok(Event::Message(m)) => {
+                            black_box(m.data);
+                            messages += 1;
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                }
+                assert_eq!(messages, BURST);
+            });
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, decode, encode, decode_burst);
 criterion_main!(benches);

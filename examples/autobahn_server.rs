@@ -7,7 +7,7 @@
 //! ```
 //!
 //! `--split` runs each connection with split halves: one task receives and forwards
-//! messages over a small channel, another sends them back.
+//! messages over a small channel, another sends them back and acknowledges each echo.
 
 use std::time::Duration;
 
@@ -56,16 +56,25 @@ async fn echo(mut ws: WebSocket<TcpStream>) {
 
 async fn echo_split(ws: WebSocket<TcpStream>) {
     let (mut rd, mut wr) = ws.split();
-    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    // Each message travels with an acknowledgement the writer fires once the echo is
+    // written. The reader waits for it before reading on, so an echo is always on the wire
+    // before a close the reader may send for a later protocol error (Autobahn checks that
+    // order strictly), while reading and writing still happen in different tasks.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(_, tokio::sync::oneshot::Sender<()>)>(16);
     let writer = tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
+        while let Some((msg, done)) = rx.recv().await {
             if wr.send(msg).await.is_err() {
                 return;
             }
+            let _ = done.send(());
         }
     });
     while let Ok(Some(msg)) = rd.recv().await {
-        if msg.is_data() && tx.send(msg).await.is_err() {
+        if !msg.is_data() {
+            continue;
+        }
+        let (done, written) = tokio::sync::oneshot::channel();
+        if tx.send((msg, done)).await.is_err() || written.await.is_err() {
             break;
         }
     }

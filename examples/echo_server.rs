@@ -1,7 +1,8 @@
-//! An echo server with permessage-deflate: every text and binary message is sent back.
+//! An echo server: every text and binary message is sent back. permessage-deflate is
+//! accepted unless `--no-deflate` is given.
 //!
 //! ```text
-//! cargo run --release --example echo_server [-- --port 9001]
+//! cargo run --release --example echo_server [-- --port 9001] [--no-deflate]
 //! ```
 
 use rapidws::deflate::DeflateConfig;
@@ -12,8 +13,12 @@ use tokio::net::{TcpListener, TcpStream};
 async fn main() -> std::io::Result<()> {
     let port = port_arg().unwrap_or(9001);
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-    println!("echo server listening on ws://{}/", listener.local_addr()?);
-    let config = ServerConfig::default().with_deflate(Some(DeflateConfig::default()));
+    println!(
+        "echo server listening on ws://{}/ (permessage-deflate {})",
+        listener.local_addr()?,
+        if deflate_arg() { "on" } else { "off" }
+    );
+    let config = ServerConfig::default().with_deflate(deflate_arg().then(DeflateConfig::default));
     serve(listener, config, echo).await
 }
 
@@ -41,4 +46,8 @@ fn port_arg() -> Option<u16> {
     let args: Vec<String> = std::env::args().collect();
     let i = args.iter().position(|a| a == "--port")?;
     args.get(i + 1)?.parse().ok()
+}
+
+fn deflate_arg() -> bool {
+    !std::env::args().any(|a| a == "--no-deflate")
 }

@@ -6,6 +6,9 @@
 #                                                 # `--example echo_server` (127.0.0.1:9001)
 #   bash tests/interop/browser.sh ws://127.0.0.1:PORT/   # against a server already running
 #
+# BROWSER_SERVER_ARGS are passed to the example (e.g. "--no-deflate"); BROWSER_EXPECT_DEFLATE=1
+# or 0 makes the page check that permessage-deflate was (or was not) agreed.
+#
 # Environment: BROWSER_SERVER_CMD runs that command (exec'd) as the server instead of the
 # example, still expected on 127.0.0.1:9001 (e.g. the Python peer:
 # "tests/interop/.venv/bin/python tests/interop/py_echo_server.py 9001"). CHROMIUM=/path
@@ -47,7 +50,7 @@ if [[ -z "$url" ]]; then
     else
         (cd "$repo" && cargo build --release --example echo_server)
         exe="${CARGO_TARGET_DIR:-$repo/target}/release/examples/echo_server"
-        cmd="$(printf '%q' "$exe")"
+        cmd="$(printf '%q' "$exe") ${BROWSER_SERVER_ARGS:-}"
     fi
     log="$(mktemp -t rapidws-browser-server.XXXXXX)"
     echo "browser.sh: starting server: $cmd (log $log)"

@@ -30,7 +30,7 @@ const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <title>rapidws browser interop</title>
 <script>
-window.runTest = async function (url) {
+window.runTest = async function (url, expectDeflate) {
   const log = [];
   const ws = new WebSocket(url);
   ws.binaryType = 'arraybuffer';
@@ -42,6 +42,10 @@ window.runTest = async function (url) {
   ws.onclose = (e) => { closeEvent = e; if (waiter) { const w = waiter; waiter = null; w(); } if (closeWaiter) closeWaiter(); };
   await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = () => reject(new Error('connection failed')); });
   log.push('open; extensions: ' + (ws.extensions || 'none'));
+  // Chromium always offers permessage-deflate; check the server's answer was honoured.
+  if (expectDeflate !== null && ws.extensions.startsWith('permessage-deflate') !== expectDeflate) {
+    throw new Error('expected permessage-deflate ' + (expectDeflate ? 'on' : 'off') + ', got extensions: ' + JSON.stringify(ws.extensions));
+  }
   async function recv() {
     while (inbox.length === 0) {
       if (closeEvent) throw new Error('closed early with ' + closeEvent.code);
@@ -136,7 +140,10 @@ async function main() {
   page.on('pageerror', (e) => console.log(`[page error] ${e.message}`));
   await page.goto(pageUrl);
   console.log(`chromium ${context.browser() ? context.browser().version() : ''} loaded ${pageUrl}; testing ${wsUrl}`);
-  const log = await page.evaluate((url) => window.runTest(url), wsUrl);
+  // BROWSER_EXPECT_DEFLATE=1/0 checks the negotiated extension; unset, anything goes.
+  const expect = process.env.BROWSER_EXPECT_DEFLATE;
+  const expectDeflate = expect === undefined ? null : expect === '1';
+  const log = await page.evaluate(([url, e]) => window.runTest(url, e), [wsUrl, expectDeflate]);
   for (const line of log) console.log(`  ${line}`);
   await finish(true);
 }

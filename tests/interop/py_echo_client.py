@@ -3,21 +3,47 @@
 
     tests/interop/.venv/bin/python tests/interop/py_echo_client.py ws://127.0.0.1:PORT/ [--no-compression]
 
-Connects (offering permessage-deflate unless --no-compression), sends a text message with
-multi-byte characters, a binary message with every byte value, and a 16 MiB binary
-message; checks that each comes back identical and of the same type; closes with 1000 and
-checks the server answered 1000. Prints `PASS` and exits 0, or prints what went wrong to
+Connects (offering permessage-deflate unless --no-compression) and sends, one at a time,
+the messages of the interop script (the same list in node_echo_client.js and
+tests/interop_peers.rs; keep the three in step):
+
+    0  text    "héllo wörld — ✓ 𝄞 日本語 🚀"                 (multi-byte)
+    1  text    that string 4096 times                        (~160 KB, many frames' worth)
+    2  binary  bytes 0..=255, 4 times                        (every byte value)
+    3  text    ""                                            (empty)
+    4  binary  b""                                           (empty)
+    5  binary  16 MiB: a 256 KiB block repeated 64 times, the block being
+               SHA-1("rapidws-0") SHA-1("rapidws-1") ... truncated to 256 KiB
+    6  text    the string of 0 three times, sent as 3 fragments (continuation frames)
+
+checking that each comes back identical and of the same type; then sends a ping with
+payload "rapidws ping" and waits for its pong; then closes with 1000 and checks the
+server answered 1000. Prints `PASS` and exits 0, or prints what went wrong to
 stderr and exits 1. The whole run is bounded by --timeout seconds (default 60).
 """
 
 import argparse
 import asyncio
-import random
+import hashlib
 import sys
 
 from websockets.asyncio.client import connect
 
 MAX_MESSAGE = 64 << 20
+TEXT = "héllo wörld — ✓ 𝄞 日本語 🚀"
+BIG = 16 << 20
+BIG_BLOCK = 256 << 10
+
+
+def sha1_stream(n: int) -> bytes:
+    """SHA-1 in counter mode: deterministic, incompressible, cheap in every language."""
+    out = b"".join(hashlib.sha1(f"rapidws-{i}".encode()).digest() for i in range((n + 19) // 20))
+    return out[:n]
+
+
+def script() -> list:
+    return [TEXT, TEXT * 4096, bytes(range(256)) * 4, "", b"", sha1_stream(BIG_BLOCK) * (BIG // BIG_BLOCK),
+            [TEXT, TEXT, TEXT]]
 
 
 def describe(m) -> str:
@@ -26,21 +52,22 @@ def describe(m) -> str:
 
 
 async def run(url: str, compression: bool) -> None:
-    messages = [
-        "héllo wörld — ✓ 𝄞 日本語 🚀",
-        bytes(range(256)) * 4,
-        random.Random(6455).randbytes(16 << 20),
-    ]
     async with connect(url, compression="deflate" if compression else None, max_size=MAX_MESSAGE,
                        proxy=None, ping_interval=None) as ws:
         ext = ws.response.headers.get("Sec-WebSocket-Extensions", "none")
         print(f"connected to {url}; extensions: {ext}", flush=True)
-        for sent in messages:
+        for sent in script():
+            # A list is sent as a fragmented message; its echo is the joined text.
             await ws.send(sent)
+            if isinstance(sent, list):
+                sent = "".join(sent)
             got = await ws.recv()
             if type(got) is not type(sent) or got != sent:
                 raise AssertionError(f"echo mismatch: sent {describe(sent)}, got {describe(got)}")
             print(f"echoed {describe(sent)}", flush=True)
+        pong = await ws.ping(b"rapidws ping")
+        await asyncio.wait_for(pong, 10)
+        print("ping answered", flush=True)
         await ws.close(1000, "done")
         if ws.close_code != 1000:
             raise AssertionError(f"server answered the close with code {ws.close_code}, want 1000")
