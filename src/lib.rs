@@ -10,6 +10,7 @@ pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
 pub mod handshake;
+pub mod prepared;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
@@ -17,6 +18,7 @@ pub use rapidws_simd as simd;
 
 pub use codec::{CloseCode, MessageKind, ProtocolError};
 pub use connection::{Config, Connection, Event};
+pub use prepared::PreparedMessage;
 
 /// Which end of the connection this is. Clients mask what they send; servers require it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

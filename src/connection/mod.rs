@@ -750,6 +750,25 @@ impl Connection {
         Ok(())
     }
 
+    // ----- hooks for prepared messages (src/prepared.rs) -----
+
+    /// Queues a whole, already-encoded data frame as-is, refused as [`send`](Self::send)
+    /// would refuse a message.
+    pub(crate) fn queue_raw_frame(&mut self, frame: Bytes) -> Result<(), SendError> {
+        self.check_open()?;
+        if self.sending.is_some() {
+            return Err(SendError::MessageInProgress);
+        }
+        self.data_out.push_back(Transmit::raw(frame));
+        Ok(())
+    }
+
+    /// The permessage-deflate codec, when the extension is on.
+    #[cfg(feature = "deflate")]
+    pub(crate) fn deflate_mut(&mut self) -> Option<&mut PerMessageDeflate> {
+        self.deflate.as_mut()
+    }
+
     /// Starts a fragmented message; send its parts with [`send_chunk`](Self::send_chunk)
     /// and finish with [`end_message`](Self::end_message). Control frames may be sent in
     /// between; other messages may not.

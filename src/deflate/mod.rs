@@ -34,6 +34,7 @@
 
 pub mod negotiate;
 mod pool;
+pub(crate) mod prepared;
 mod receiver;
 mod sender;
 

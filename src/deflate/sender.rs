@@ -30,6 +30,10 @@ pub(crate) struct Sender {
     skip_if_not_smaller: bool,
     /// `compress_chunk` fed input to zlib since the last flush.
     unflushed: bool,
+    /// Hook for prepared messages (`super::prepared`): the uncompressed payload of the last
+    /// prepared message sent compressed, whose tail primes the compressor before our next
+    /// own message.
+    prime: Option<bytes::Bytes>,
 }
 
 impl core::fmt::Debug for Sender {
@@ -81,6 +85,7 @@ impl Sender {
             min_size: config.min_size,
             skip_if_not_smaller: config.skip_if_not_smaller,
             unflushed: false,
+            prime: None,
         }
     }
 
@@ -92,7 +97,13 @@ impl Sender {
     fn acquire(&mut self) -> &mut Deflate {
         let key = self.key;
         match &mut self.engine {
-            Engine::Attached(d) => d.get_or_insert_with(|| key.build()),
+            Engine::Attached(d) => {
+                let d = d.get_or_insert_with(|| key.build());
+                if let Some(prime) = self.prime.take() {
+                    super::prepared::prime(d, &prime, key.window_bits);
+                }
+                d
+            }
             Engine::Pooled { pool, borrowed } => borrowed.get_or_insert_with(|| pool.take(key)),
             Engine::Stored => unreachable!("the stored engine has no compressor"),
         }
@@ -192,8 +203,30 @@ impl Sender {
     }
 }
 
+// ----- hooks for prepared messages (src/deflate/prepared.rs) -----
+
+impl Sender {
+    /// The window bits our compressor uses; `None` when we cannot compress (8-bit window).
+    pub(super) fn prepared_window_bits(&self) -> Option<u8> {
+        match self.engine {
+            Engine::Stored => None,
+            _ => Some(self.key.window_bits),
+        }
+    }
+
+    /// A prepared message went out compressed (against an empty history): with context
+    /// takeover the peer's window now ends with `payload`, so our compressor, which
+    /// still holds the history before it, is reset and primed with `payload` before our
+    /// next own message. Nothing to do when we reset after every message anyway.
+    pub(super) fn prepared_sent(&mut self, payload: bytes::Bytes) {
+        if !self.reset_each_message && matches!(self.engine, Engine::Attached(_)) {
+            self.prime = Some(payload);
+        }
+    }
+}
+
 /// Runs `deflate` over all of `input` with `flush`, appending its output to `out`.
-fn deflate_into(
+pub(super) fn deflate_into(
     deflate: &mut Deflate,
     mut input: &[u8],
     flush: DeflateFlush,
@@ -223,7 +256,7 @@ fn deflate_into(
 }
 
 /// RFC 7692 7.2.1: removes the 4 octets `00 00 ff ff` that end a sync flush.
-fn strip_trailer(out: &mut Vec<u8>, start: usize) -> Result<(), DeflateError> {
+pub(super) fn strip_trailer(out: &mut Vec<u8>, start: usize) -> Result<(), DeflateError> {
     if out.len() >= start + TRAILER.len() && out.ends_with(&TRAILER) {
         out.truncate(out.len() - TRAILER.len());
         Ok(())
