@@ -206,7 +206,7 @@ async fn reader_that_never_reads_gets_queue_full_and_its_queue_stays_bounded() {
         }
         (full, accepted, ws.queued_bytes(), ws)
     });
-    let stalled = raw_client(addr).await;
+    let mut stalled = raw_client(addr).await;
     let (full, accepted, queued, ws) = bounded(server).await.unwrap();
     assert!(full, "never QueueFull after {accepted} messages");
     assert!(
@@ -215,7 +215,6 @@ async fn reader_that_never_reads_gets_queue_full_and_its_queue_stays_bounded() {
     );
     // Dropping the connection frees it; the stalled peer sees the TCP connection end.
     drop(ws);
-    let mut stalled = stalled;
     let mut sink = Vec::new();
     // It reads what was written before the drop, then EOF (or a reset).
     let _ = bounded(stalled.read_to_end(&mut sink)).await;
