@@ -30,6 +30,7 @@
 #                                to autobahn/reports/<variant>/{server,client}/
 #   AUTOBAHN_EXPECTED_DIR        where {server,client}.json live (default autobahn/expected)
 #   AUTOBAHN_TIMEOUT             seconds one role may take before it is killed (default 1800)
+#   AUTOBAHN_PARALLEL            1 (default): `all` runs both roles at once; 0: one by one
 #
 # Every variant is compared with the same expected files: a build without SIMD or with
 # split halves must behave exactly like the default one.
@@ -73,8 +74,8 @@ cleanup() {
     for pid in "${pids[@]+"${pids[@]}"}"; do
         if kill -0 "$pid" 2>/dev/null; then
             kill "$pid" 2>/dev/null || true
-            # Give it a moment, then make sure.
-            for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+            # Give it a moment (a child run.sh cleans up its own processes), then make sure.
+            for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
             kill -9 "$pid" 2>/dev/null || true
         fi
         wait "$pid" 2>/dev/null || true
@@ -92,6 +93,18 @@ stop() {
     wait "$pid" 2>/dev/null || true
     for p in "${pids[@]+"${pids[@]}"}"; do [[ "$p" == "$pid" ]] || keep+=("$p"); done
     pids=("${keep[@]+"${keep[@]}"}")
+}
+
+# run_waited CMD...: runs CMD in the background and waits for it. Bash defers a trap while
+# a foreground child runs; `wait` is interrupted at once, so a signal ends the run promptly.
+run_waited() {
+    "$@" &
+    local p=$! rc=0 keep=() q
+    pids+=("$p")
+    wait "$p" || rc=$?
+    for q in "${pids[@]}"; do [[ "$q" == "$p" ]] || keep+=("$q"); done
+    pids=("${keep[@]+"${keep[@]}"}")
+    return "$rc"
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -208,7 +221,7 @@ run_server_role() {
     fi
 
     local rc=0
-    timeout "$role_timeout" "$wstest" -m fuzzingclient -s "$spec" >"$wstest_log" 2>&1 || rc=$?
+    run_waited timeout "$role_timeout" "$wstest" -m fuzzingclient -s "$spec" >"$wstest_log" 2>&1 || rc=$?
     if ((rc != 0)); then
         log "wstest fuzzingclient exited with $rc$( ((rc == 124)) && echo " (timed out after ${role_timeout}s)")"
         show_tail "$wstest_log"
@@ -253,7 +266,7 @@ run_client_role() {
 
     log "client testee: $cmd"
     local rc=0
-    timeout "$role_timeout" bash -c "exec $cmd" >"$testee_log" 2>&1 || rc=$?
+    run_waited timeout "$role_timeout" bash -c "exec $cmd" >"$testee_log" 2>&1 || rc=$?
     if ((rc != 0)); then
         log "the client testee exited with $rc$( ((rc == 124)) && echo " (timed out after ${role_timeout}s)")"
         show_tail "$testee_log"
@@ -278,12 +291,37 @@ run_client_role() {
 bash "$here/install.sh"
 mkdir -p "$reports"
 
+# Note: a function called as `f || x` runs without errexit, so the role functions check
+# every step themselves (`|| return 1`).
 status=0
-if [[ "$role" == server || "$role" == all ]]; then
-    run_server_role || status=1
-fi
-if [[ "$role" == client || "$role" == all ]]; then
-    run_client_role || status=1
+if [[ "$role" == all && "${AUTOBAHN_PARALLEL:-1}" == 1 ]]; then
+    # The roles share nothing (ports 9001 and 9002, separate report directories) and each
+    # wstest is one single-threaded Python process: running them side by side halves the
+    # wall time on two cores. Each role's output is printed when it is done.
+    pass=()
+    ((quick)) && pass+=(--quick)
+    ((write_expected)) && pass+=(--write-expected)
+    log "running the server and client roles in parallel (AUTOBAHN_PARALLEL=0 runs them one after the other)"
+    bash "$here/run.sh" server "${pass[@]+"${pass[@]}"}" >"$reports/server.out" 2>&1 &
+    server_job=$!
+    pids+=("$server_job")
+    bash "$here/run.sh" client "${pass[@]+"${pass[@]}"}" >"$reports/client.out" 2>&1 &
+    client_job=$!
+    pids+=("$client_job")
+    wait "$server_job" || status=1
+    wait "$client_job" || status=1
+    pids=()
+    for r in server client; do
+        echo "----- $r role -----"
+        cat "$reports/$r.out"
+    done
+else
+    if [[ "$role" == server || "$role" == all ]]; then
+        run_server_role || status=1
+    fi
+    if [[ "$role" == client || "$role" == all ]]; then
+        run_client_role || status=1
+    fi
 fi
 if ((status == 0)); then
     log "PASSED ($role, variant $variant$( ((quick)) && echo ", quick"))"

@@ -15,6 +15,9 @@ pub mod tokio;
 
 pub use rapidws_simd as simd;
 
+pub use codec::{CloseCode, MessageKind, ProtocolError};
+pub use connection::{Config, Connection, Event};
+
 /// Which end of the connection this is. Clients mask what they send; servers require it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {

@@ -546,3 +546,49 @@ fn many_small_messages_in_one_read() {
         assert_eq!(e, msg(MessageKind::Binary, &(i as u32).to_be_bytes()));
     }
 }
+
+#[test]
+fn connection_and_transmit_can_move_between_threads() {
+    fn assert_send<T: Send + 'static>() {}
+    assert_send::<Connection>();
+    assert_send::<rapidws::connection::Transmit>();
+    assert_send::<OwnedEvent>();
+    assert_send::<Error>();
+}
+
+#[test]
+fn invalid_utf8_fails_before_the_message_ends() {
+    let mut cfg = Config::default();
+    cfg.delivery = Delivery::Chunks;
+    let mut p = Pair::with(Config::default(), cfg);
+    p.client.begin_message(MessageKind::Text).unwrap();
+    p.client.send_chunk(b"fine so far").unwrap();
+    p.client.send_chunk(b"then \xff").unwrap();
+    // No end_message: FIN never comes, the error must not wait for it.
+    pump(&mut p.client, &mut p.server, p.now);
+    let evs = events(&mut p.server);
+    assert!(matches!(
+        evs.first(),
+        Some(Ok(OwnedEvent::Chunk {
+            first: true,
+            fin: false,
+            ..
+        }))
+    ));
+    assert_eq!(
+        evs.last(),
+        Some(&Err(Error::Protocol(ProtocolError::InvalidUtf8)))
+    );
+}
+
+#[test]
+fn announced_frame_size_does_not_allocate_ahead() {
+    let now = Instant::now();
+    let mut conn = Connection::new(Role::Client, Config::default(), now);
+    // A header announcing 10 MiB, followed by only 100 bytes of it.
+    let mut bytes = vec![0x82, 0x7f, 0, 0, 0, 0, 0, 0xa0, 0, 0];
+    bytes.extend_from_slice(&[0; 100]);
+    conn.handle_bytes(now, &bytes);
+    assert!(conn.poll_event().is_none());
+    assert!(conn.recv_buffer().capacity() < 64 * 1024);
+}

@@ -1,4 +1,5 @@
 //! Send-queue limits, ping floods and cancelled reads, over loopback sockets.
+#![cfg(feature = "tokio")]
 
 mod tokio_support;
 

@@ -1,5 +1,6 @@
 //! Echo over real loopback sockets: every size class, fragmentation, streaming, pings,
 //! both close directions, split halves and permessage-deflate.
+#![cfg(all(feature = "tokio", feature = "deflate"))]
 
 mod tokio_support;
 
@@ -252,4 +253,36 @@ async fn stream_and_sink_traits_move_messages() {
         let m = bounded(std::future::poll_fn(|cx| Pin::new(&mut ws).poll_next(cx))).await;
         assert_eq!(m.unwrap().unwrap(), Message::binary(vec![i as u8; 10]));
     }
+}
+
+#[tokio::test]
+async fn write_half_sends_a_fragmented_message_while_read_half_receives() {
+    let addr = echo_server(server_config()).await;
+    let ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
+        .await
+        .unwrap();
+    let (mut rd, mut wr) = ws.split();
+    let data = pattern(200_000);
+    let sent = data.clone();
+    let writer = tokio::spawn(async move {
+        let n = wr
+            .send_from(MessageKind::Binary, &sent[..], 10_000)
+            .await
+            .unwrap();
+        assert_eq!(n, 200_000);
+        let mut w = wr.begin_message(MessageKind::Text).unwrap();
+        w.send_chunk("héllo ".as_bytes()).await.unwrap();
+        w.finish("wörld".as_bytes()).await.unwrap();
+        wr
+    });
+    let first = loop {
+        let m = bounded(rd.recv()).await.unwrap().unwrap();
+        if m.is_data() {
+            break m;
+        }
+    };
+    assert_eq!(first, Message::Binary(data.into()));
+    let second = bounded(rd.recv()).await.unwrap().unwrap();
+    assert_eq!(second, Message::text("héllo wörld"));
+    drop(bounded(writer).await.unwrap());
 }

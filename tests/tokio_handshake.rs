@@ -1,5 +1,6 @@
 //! Handshake outcomes over loopback: refusals reach the peer as HTTP responses and the
 //! caller as typed errors; subprotocols are agreed.
+#![cfg(feature = "tokio")]
 
 mod tokio_support;
 

@@ -1,4 +1,5 @@
 //! Every configured deadline fires: handshake, keepalive pong, idle, close.
+#![cfg(feature = "tokio")]
 
 mod tokio_support;
 

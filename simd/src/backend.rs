@@ -16,6 +16,7 @@ pub enum Backend {
 /// available everywhere the binary runs (`-C target-feature=+avx512bw`, aarch64's NEON).
 const STATIC_BEST: Option<Backend> = if cfg!(all(
     target_arch = "x86_64",
+    target_feature = "sse2",
     feature = "avx512",
     target_feature = "avx512f",
     target_feature = "avx512bw"
@@ -23,6 +24,7 @@ const STATIC_BEST: Option<Backend> = if cfg!(all(
     Some(Backend::Avx512)
 } else if cfg!(all(
     target_arch = "x86_64",
+    target_feature = "sse2",
     feature = "avx2",
     target_feature = "avx2",
     not(feature = "avx512")
@@ -38,6 +40,7 @@ const STATIC_BEST: Option<Backend> = if cfg!(all(
 } else if cfg!(not(all(
     feature = "std",
     target_arch = "x86_64",
+    target_feature = "sse2",
     any(feature = "avx2", feature = "avx512")
 ))) {
     // Nothing to detect at run time: the portable code is all there is.
@@ -94,7 +97,7 @@ impl Backend {
 
 #[allow(clippy::needless_return)]
 fn avx2_available() -> bool {
-    #[cfg(all(target_arch = "x86_64", feature = "avx2"))]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx2"))]
     {
         if cfg!(target_feature = "avx2") {
             return true;
@@ -108,7 +111,7 @@ fn avx2_available() -> bool {
 
 #[allow(clippy::needless_return)]
 fn avx512_available() -> bool {
-    #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx512"))]
     {
         if cfg!(all(target_feature = "avx512f", target_feature = "avx512bw")) {
             return true;

@@ -10,10 +10,10 @@ use crate::scalar;
 macro_rules! dispatch {
     ($backend:expr, $name:ident($($arg:expr),*), $scalar:expr) => {
         match $backend {
-            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx512"))]
             // SAFETY: the caller guarantees the backend is available (AVX-512F/BW present).
             Backend::Avx512 => unsafe { crate::x86_64::avx512::$name($($arg),*) },
-            #[cfg(all(target_arch = "x86_64", feature = "avx2"))]
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx2"))]
             // SAFETY: the caller guarantees the backend is available (AVX2 present).
             Backend::Avx2 => unsafe { crate::x86_64::avx2::$name($($arg),*) },
             #[cfg(all(target_arch = "aarch64", feature = "neon"))]

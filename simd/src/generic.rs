@@ -266,8 +266,11 @@ impl<V: Vector> Utf8<V> {
                 self.incomplete = V::splat(0);
                 self.prev = v[n - 1];
             } else {
+                // No per-vector ASCII test here: on mixed text its branch mispredicts
+                // more than the table lookups it would skip cost.
                 for x in &v[..n] {
-                    self.block(*x);
+                    self.non_ascii(*x);
+                    self.prev = *x;
                 }
             }
         }

@@ -17,7 +17,11 @@ mod backend;
 mod dispatch;
 pub mod frame;
 #[cfg(any(
-    all(target_arch = "x86_64", any(feature = "avx2", feature = "avx512")),
+    all(
+        target_arch = "x86_64",
+        target_feature = "sse2",
+        any(feature = "avx2", feature = "avx512")
+    ),
     all(target_arch = "aarch64", feature = "neon")
 ))]
 mod generic;
@@ -27,7 +31,11 @@ pub mod utf8;
 
 #[cfg(all(target_arch = "aarch64", feature = "neon"))]
 mod aarch64;
-#[cfg(all(target_arch = "x86_64", any(feature = "avx2", feature = "avx512")))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "sse2",
+    any(feature = "avx2", feature = "avx512")
+))]
 mod x86_64;
 
 pub use backend::Backend;

@@ -17,7 +17,7 @@ pub fn apply(buf: &mut [u8], key: &mut [u8; 4]) {
     } else {
         apply_dispatch(buf, *key);
     }
-    key.rotate_left(buf.len() & 3);
+    *key = scalar::rotated(*key, buf.len());
 }
 
 #[inline(never)]
@@ -33,7 +33,7 @@ pub fn apply_with(backend: Backend, buf: &mut [u8], key: &mut [u8; 4]) -> Option
     }
     // SAFETY: availability checked just above.
     unsafe { dispatch::mask(backend, buf, *key) };
-    key.rotate_left(buf.len() & 3);
+    *key = scalar::rotated(*key, buf.len());
     Some(())
 }
 
@@ -49,7 +49,7 @@ pub fn copy(dst: &mut [u8], src: &[u8], key: &mut [u8; 4]) {
     } else {
         copy_dispatch(dst, src, *key);
     }
-    key.rotate_left(src.len() & 3);
+    *key = scalar::rotated(*key, src.len());
 }
 
 #[inline(never)]
@@ -69,6 +69,6 @@ pub fn copy_with(backend: Backend, dst: &mut [u8], src: &[u8], key: &mut [u8; 4]
     }
     // SAFETY: availability and lengths checked just above.
     unsafe { dispatch::mask_copy(backend, dst, src, *key) };
-    key.rotate_left(src.len() & 3);
+    *key = scalar::rotated(*key, src.len());
     Some(())
 }

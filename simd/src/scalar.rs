@@ -43,10 +43,19 @@ pub(crate) fn mask_copy(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
 }
 
 /// `key` rotated left by `phase` bytes: the key that masks a byte at offset `phase`.
+///
+/// One register rotate; `<[u8]>::rotate_left` is an out-of-line call that cost more than
+/// masking a 2-byte ping.
 #[inline(always)]
-pub(crate) fn rotated(mut key: [u8; 4], phase: usize) -> [u8; 4] {
-    key.rotate_left(phase & 3);
-    key
+pub(crate) fn rotated(key: [u8; 4], phase: usize) -> [u8; 4] {
+    let w = u32::from_ne_bytes(key);
+    let bits = 8 * (phase as u32 & 3);
+    let w = if cfg!(target_endian = "little") {
+        w.rotate_right(bits)
+    } else {
+        w.rotate_left(bits)
+    };
+    w.to_ne_bytes()
 }
 
 /// Start of an incomplete code point at the end of `b` (`b.len()` when none): the last

@@ -290,7 +290,7 @@ fn unmask_validate_backend(
     v: &mut Validator,
 ) -> Result<(), Utf8Error> {
     let k = *key;
-    key.rotate_left(buf.len() & 3);
+    *key = scalar::rotated(*key, buf.len());
     // The bytes that finish a carried code point.
     let need = v.needed().min(buf.len());
     let (head, rest) = buf.split_at_mut(need);

@@ -39,7 +39,7 @@ fn cases() -> impl Iterator<Item = (usize, usize, usize)> {
 #[test]
 fn apply_matches_oracle_on_every_backend_length_alignment_and_phase() {
     let mut rng = Rng(7);
-    let data = rng.bytes(MAX_LEN.max(1 << 20) + 64);
+    let data = rng.bytes(MAX_LEN.max(LARGE[LARGE.len() - 1]) + 64);
     let mut store = vec![0u8; data.len() + 64];
     let mut checked = 0usize;
     for (len, align, phase) in cases() {
@@ -77,7 +77,7 @@ fn apply_matches_oracle_on_every_backend_length_alignment_and_phase() {
 #[test]
 fn copy_matches_oracle_on_every_backend_length_alignment_and_phase() {
     let mut rng = Rng(11);
-    let data = rng.bytes((1 << 20) + 64);
+    let data = rng.bytes(MAX_LEN.max(LARGE[LARGE.len() - 1]) + 64);
     let mut out = vec![0u8; data.len() + 64];
     for (len, align, phase) in cases() {
         let src = &data[align..align + len];

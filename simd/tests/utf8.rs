@@ -180,8 +180,14 @@ fn every_sequence_class_matches_std_at_vector_boundaries() {
             run(&[a, b]);
         }
         if a >= 0xE0 {
-            for &b in EDGES {
-                for &c in EDGES {
+            // Under Miri, the bytes around each class boundary only.
+            let mids: &[u8] = if cfg!(miri) {
+                &[0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0]
+            } else {
+                EDGES
+            };
+            for &b in mids {
+                for &c in mids {
                     run(&[a, b, c]);
                     if a >= 0xF0 && !cfg!(miri) {
                         for &d in &[0x00, 0x80, 0xBF, 0xC0] {

@@ -123,6 +123,10 @@ impl Sender {
             return Ok(false);
         }
         let start = out.len();
+        if payload.is_empty() && self.skip_if_not_smaller {
+            // One byte compressed is not smaller than nothing.
+            return Ok(false);
+        }
         if payload.is_empty() {
             // RFC 7692 7.2.3.6: an empty message is one empty stored block with its
             // LEN/NLEN removed; the compressor is byte aligned between messages and does

@@ -283,12 +283,18 @@ impl Engine {
                             None => CloseFrame::new(CloseCode(1005).0, ""),
                         });
                     }
-                    // Pongs and the close echo leave now if the socket takes them.
-                    let r = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()));
-                    if let Poll::Ready(Err(e)) = r {
-                        self.pending_error = Some(Error::Io(e));
-                        self.start_finishing();
-                    } else if self.conn.is_closed() {
+                    // Pongs and the close echo leave now if the socket takes them. Queued
+                    // data waits until the receive side would block, so messages queued
+                    // with `feed` between receives share one vectored write.
+                    self.take_output();
+                    if self.control_pending > 0 {
+                        let r = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()));
+                        if let Poll::Ready(Err(e)) = r {
+                            self.pending_error = Some(Error::Io(e));
+                            self.start_finishing();
+                        }
+                    }
+                    if self.conn.is_closed() {
                         self.start_finishing();
                     }
                     return Poll::Ready(Ok(Some(ev)));

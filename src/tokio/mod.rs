@@ -38,7 +38,7 @@ pub use error::{Error, Timeout, TrySendError};
 pub use message::{CloseFrame, Message, Utf8Bytes};
 pub use server::{Reject, accept, accept_with, serve};
 pub use url::{UrlError, WsUrl};
-pub use ws::{IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
+pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
 
 pub use crate::codec::MessageKind;
 pub use crate::connection::Delivery;

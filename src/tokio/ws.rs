@@ -47,8 +47,10 @@ use super::message::{CloseFrame, Message, Utf8Bytes};
 /// - [`try_send`](Self::try_send) never waits and never does IO: it queues, or returns
 ///   [`TrySendError::QueueFull`] when the queue is past its high-water mark
 ///   ([`Config::send_queue_high_water`]).
-/// - Queued bytes are also written by every receive call, so a receive loop keeps the
-///   queue moving.
+/// - Queued bytes are also written whenever a receive call finds no message ready and
+///   is about to wait for the socket. So an echo loop that answers with `feed` writes
+///   the answers to a burst of messages in one vectored write, just before it waits for
+///   the next burst.
 ///
 /// # Closing
 ///
@@ -721,6 +723,63 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// Bytes queued and not yet written.
     pub fn queued_bytes(&self) -> usize {
         self.shared.lock().engine.queued()
+    }
+
+    /// Starts a fragmented message of unknown length; see [`WebSocket::begin_message`].
+    pub fn begin_message(&mut self, kind: MessageKind) -> Result<HalfMessageWriter<'_, S>, Error> {
+        self.shared
+            .lock()
+            .engine
+            .send_with(|c| c.begin_message(kind))?;
+        Ok(HalfMessageWriter { half: self })
+    }
+
+    /// Sends everything `reader` yields as one fragmented message, in chunks of up to
+    /// `chunk_size` bytes; returns the payload length sent. See [`WebSocket::send_from`].
+    pub async fn send_from<R: AsyncRead + Unpin>(
+        &mut self,
+        kind: MessageKind,
+        mut reader: R,
+        chunk_size: usize,
+    ) -> Result<u64, Error> {
+        let mut w = self.begin_message(kind)?;
+        let mut buf = vec![0u8; chunk_size.max(1)];
+        let mut total = 0u64;
+        loop {
+            let n = reader.read(&mut buf).await?;
+            if n == 0 {
+                w.finish(&[]).await?;
+                return Ok(total);
+            }
+            total += n as u64;
+            w.send_chunk(&buf[..n]).await?;
+        }
+    }
+}
+
+/// A fragmented message being sent from a [`WriteHalf`] (see [`WriteHalf::begin_message`]).
+/// Dropping it without [`finish`](Self::finish) leaves the message open.
+pub struct HalfMessageWriter<'a, S> {
+    half: &'a mut WriteHalf<S>,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> HalfMessageWriter<'_, S> {
+    /// Sends one fragment, waiting for room in the send queue first (no flush).
+    pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        let half = &*self.half;
+        poll_fn(|cx| half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))).await?;
+        half.shared.lock().engine.send_with(|c| c.send_chunk(data))
+    }
+
+    /// Sends the final fragment (possibly empty) and flushes.
+    pub async fn finish(self, data: &[u8]) -> Result<(), Error> {
+        let half = self.half;
+        poll_fn(|cx| half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))).await?;
+        half.shared
+            .lock()
+            .engine
+            .send_with(|c| c.end_message(data))?;
+        half.flush().await
     }
 }
 

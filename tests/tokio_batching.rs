@@ -1,0 +1,148 @@
+//! Write batching: answers queued with `feed` between receives leave in one vectored
+//! write, and the unsplit connection runs over any `AsyncRead + AsyncWrite` (here an
+//! in-memory duplex pipe wrapped to count writes).
+#![cfg(feature = "tokio")]
+
+mod tokio_support;
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rapidws::Role;
+use rapidws::tokio::{Config, Message, WebSocket};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio_support::bounded;
+
+/// A stream that counts the write calls that reached it.
+struct Counting {
+    inner: DuplexStream,
+    writes: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for Counting {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counting {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        // Take every slice, as a socket with room would.
+        let mut n = 0;
+        for b in bufs {
+            match Pin::new(&mut self.inner).poll_write(cx, b) {
+                Poll::Ready(Ok(k)) => {
+                    n += k;
+                    if k < b.len() {
+                        break;
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if n == 0 => return Poll::Pending,
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(Ok(n))
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn answers_fed_between_receives_share_one_write() {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let config = Config::default();
+    let mut client = WebSocket::from_raw(a, Role::Client, &config, &[]);
+    let mut server = WebSocket::from_raw(
+        Counting {
+            inner: b,
+            writes: writes.clone(),
+        },
+        Role::Server,
+        &config,
+        &[],
+    );
+
+    // A burst of 20 messages arrives at once.
+    for i in 0..20 {
+        client.feed(Message::text(format!("m{i}"))).await.unwrap();
+    }
+    bounded(client.flush()).await.unwrap();
+    for _ in 0..20 {
+        let m = bounded(server.recv()).await.unwrap().unwrap();
+        server.feed(m).await.unwrap();
+    }
+    assert_eq!(
+        writes.load(Ordering::Relaxed),
+        0,
+        "nothing is written while messages are ready"
+    );
+    // The next receive finds nothing ready: the answers leave before it waits.
+    let waited = tokio::time::timeout(Duration::from_millis(100), server.recv()).await;
+    assert!(waited.is_err());
+    assert_eq!(
+        writes.load(Ordering::Relaxed),
+        1,
+        "all 20 answers in one vectored write"
+    );
+    for i in 0..20 {
+        assert_eq!(
+            bounded(client.recv()).await.unwrap().unwrap(),
+            Message::text(format!("m{i}"))
+        );
+    }
+}
+
+#[tokio::test]
+async fn send_writes_at_once() {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let config = Config::default();
+    let mut client = WebSocket::from_raw(a, Role::Client, &config, &[]);
+    let mut server = WebSocket::from_raw(
+        Counting {
+            inner: b,
+            writes: writes.clone(),
+        },
+        Role::Server,
+        &config,
+        &[],
+    );
+    bounded(server.send(Message::binary(vec![1u8; 10])))
+        .await
+        .unwrap();
+    assert_eq!(writes.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        bounded(client.recv()).await.unwrap().unwrap(),
+        Message::binary(vec![1u8; 10])
+    );
+}
