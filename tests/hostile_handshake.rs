@@ -10,8 +10,6 @@ use rapidws::handshake::{
     ClientConfig, ClientError, ClientHandshake, ClientRequest, ServerConfig, ServerError,
     ServerHandshake,
 };
-use rapidws::tokio::{Error, Timeout, accept, client_handshake};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, duplex};
 
 mod hostile_support;
 use hostile_support::peak_during;
@@ -218,128 +216,135 @@ fn response_with_ten_thousand_headers_is_refused() {
 // The tokio layer, on the paused clock
 // ---------------------------------------------------------------------------------------
 
-/// Writes `bytes` one byte per second (as long as the other end is there).
-async fn trickle(mut io: DuplexStream, bytes: Vec<u8>) -> usize {
-    let mut sent = 0;
-    for b in bytes {
-        if io.write_all(&[b]).await.is_err() {
-            break;
+#[cfg(feature = "tokio")]
+mod over_tokio {
+    use super::*;
+    use rapidws::tokio::{Error, Timeout, accept, client_handshake};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, duplex};
+
+    /// Writes `bytes` one byte per second (as long as the other end is there).
+    async fn trickle(mut io: DuplexStream, bytes: Vec<u8>) -> usize {
+        let mut sent = 0;
+        for b in bytes {
+            if io.write_all(&[b]).await.is_err() {
+                break;
+            }
+            sent += 1;
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        sent += 1;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        sent
     }
-    sent
-}
 
-#[tokio::test(start_paused = true)]
-async fn one_byte_per_second_request_hits_the_handshake_timeout_at_10s() {
-    let (server_io, client_io) = duplex(64 * 1024);
-    let sender = tokio::spawn(trickle(client_io, request_with("")));
-    let start = tokio::time::Instant::now();
-    let r = accept(server_io, &rapidws::tokio::ServerConfig::default()).await;
-    let took = start.elapsed();
-    assert!(
-        matches!(r, Err(Error::Timeout(Timeout::Handshake))),
-        "{r:?}"
-    );
-    // The default handshake timeout is a deadline for the whole head, not an idle timer:
-    // steady progress does not extend it.
-    assert_eq!(took, Duration::from_secs(10));
-    let sent = sender.await.unwrap();
-    assert!((10..=12).contains(&sent), "{sent} bytes trickled");
-}
+    #[tokio::test(start_paused = true)]
+    async fn one_byte_per_second_request_hits_the_handshake_timeout_at_10s() {
+        let (server_io, client_io) = duplex(64 * 1024);
+        let sender = tokio::spawn(trickle(client_io, request_with("")));
+        let start = tokio::time::Instant::now();
+        let r = accept(server_io, &rapidws::tokio::ServerConfig::default()).await;
+        let took = start.elapsed();
+        assert!(
+            matches!(r, Err(Error::Timeout(Timeout::Handshake))),
+            "{r:?}"
+        );
+        // The default handshake timeout is a deadline for the whole head, not an idle timer:
+        // steady progress does not extend it.
+        assert_eq!(took, Duration::from_secs(10));
+        let sent = sender.await.unwrap();
+        assert!((10..=12).contains(&sent), "{sent} bytes trickled");
+    }
 
-#[tokio::test(start_paused = true)]
-async fn one_byte_per_second_response_hits_the_client_handshake_timeout() {
-    let (client_io, server_io) = duplex(64 * 1024);
-    // The "server" reads the request, then trickles an endless response.
-    let server = tokio::spawn(async move {
-        let mut io = server_io;
-        let mut req = vec![0u8; 4096];
-        let _ = io.read(&mut req).await;
-        trickle(io, b"HTTP/1.1 101 Switching Protocols\r\n".repeat(10)).await
-    });
-    let config = rapidws::tokio::ClientConfig::default();
-    let start = tokio::time::Instant::now();
-    let r = client_handshake(client_io, "example.com", "/", &config).await;
-    assert!(
-        matches!(r, Err(Error::Timeout(Timeout::Handshake))),
-        "{r:?}"
-    );
-    assert_eq!(start.elapsed(), Duration::from_secs(10));
-    server.abort();
-}
+    #[tokio::test(start_paused = true)]
+    async fn one_byte_per_second_response_hits_the_client_handshake_timeout() {
+        let (client_io, server_io) = duplex(64 * 1024);
+        // The "server" reads the request, then trickles an endless response.
+        let server = tokio::spawn(async move {
+            let mut io = server_io;
+            let mut req = vec![0u8; 4096];
+            let _ = io.read(&mut req).await;
+            trickle(io, b"HTTP/1.1 101 Switching Protocols\r\n".repeat(10)).await
+        });
+        let config = rapidws::tokio::ClientConfig::default();
+        let start = tokio::time::Instant::now();
+        let r = client_handshake(client_io, "example.com", "/", &config).await;
+        assert!(
+            matches!(r, Err(Error::Timeout(Timeout::Handshake))),
+            "{r:?}"
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        server.abort();
+    }
 
-/// Sends `request` to a server over a duplex stream; returns the server's result and the
-/// response the client read.
-async fn refused_over_tokio(request: Vec<u8>) -> (Result<(), Error>, String) {
-    let (server_io, mut client_io) = duplex(1 << 20);
-    let server = tokio::spawn(async move {
-        accept(server_io, &rapidws::tokio::ServerConfig::default())
-            .await
-            .map(|_| ())
-    });
-    // The server may refuse before all of it is written; that is fine.
-    let _ = client_io.write_all(&request).await;
-    let mut response = Vec::new();
-    let _ = tokio::time::timeout(
-        Duration::from_secs(30),
-        client_io.read_to_end(&mut response),
-    )
-    .await
-    .expect("the server closed the stream after refusing");
-    let r = server.await.unwrap();
-    (r, String::from_utf8_lossy(&response).into_owned())
-}
-
-#[tokio::test(start_paused = true)]
-async fn oversized_request_over_tokio_gets_a_431_response() {
-    let big = request_with(&format!("X-Pad: {}\r\n", "p".repeat(64 * 1024)));
-    let (r, response) = refused_over_tokio(big).await;
-    assert!(
-        matches!(r, Err(Error::ServerHandshake(ServerError::RequestTooLarge))),
-        "{r:?}"
-    );
-    assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
-    assert!(response.contains("Connection: close"));
-}
-
-#[tokio::test(start_paused = true)]
-async fn ten_thousand_headers_over_tokio_get_a_431_response() {
-    let headers: String = (0..10_000).map(|i| format!("X-{i}: v\r\n")).collect();
-    let (r, response) = refused_over_tokio(request_with(&headers)).await;
-    assert!(
-        matches!(r, Err(Error::ServerHandshake(ServerError::RequestTooLarge))),
-        "{r:?}"
-    );
-    assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
-}
-
-#[tokio::test(start_paused = true)]
-async fn endless_header_line_over_tokio_gets_a_431_response() {
-    let mut endless = b"GET / HTTP/1.1\r\nHost: x\r\nX-Endless: ".to_vec();
-    endless.extend(std::iter::repeat_n(b'a', 256 * 1024));
-    let (r, response) = refused_over_tokio(endless).await;
-    assert!(
-        matches!(r, Err(Error::ServerHandshake(ServerError::RequestTooLarge))),
-        "{r:?}"
-    );
-    assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
-}
-
-#[tokio::test(start_paused = true)]
-async fn client_vanishing_mid_request_is_an_unexpected_eof() {
-    let (server_io, mut client_io) = duplex(4096);
-    let server = tokio::spawn(async move {
-        accept(server_io, &rapidws::tokio::ServerConfig::default())
-            .await
-            .map(|_| ())
-    });
-    client_io
-        .write_all(b"GET / HTTP/1.1\r\nHost: ")
+    /// Sends `request` to a server over a duplex stream; returns the server's result and the
+    /// response the client read.
+    async fn refused_over_tokio(request: Vec<u8>) -> (Result<(), Error>, String) {
+        let (server_io, mut client_io) = duplex(1 << 20);
+        let server = tokio::spawn(async move {
+            accept(server_io, &rapidws::tokio::ServerConfig::default())
+                .await
+                .map(|_| ())
+        });
+        // The server may refuse before all of it is written; that is fine.
+        let _ = client_io.write_all(&request).await;
+        let mut response = Vec::new();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(30),
+            client_io.read_to_end(&mut response),
+        )
         .await
-        .unwrap();
-    drop(client_io);
-    let r = server.await.unwrap();
-    assert!(matches!(&r, Err(e) if e.is_unexpected_eof()), "{r:?}");
+        .expect("the server closed the stream after refusing");
+        let r = server.await.unwrap();
+        (r, String::from_utf8_lossy(&response).into_owned())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn oversized_request_over_tokio_gets_a_431_response() {
+        let big = request_with(&format!("X-Pad: {}\r\n", "p".repeat(64 * 1024)));
+        let (r, response) = refused_over_tokio(big).await;
+        assert!(
+            matches!(r, Err(Error::ServerHandshake(ServerError::RequestTooLarge))),
+            "{r:?}"
+        );
+        assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
+        assert!(response.contains("Connection: close"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ten_thousand_headers_over_tokio_get_a_431_response() {
+        let headers: String = (0..10_000).map(|i| format!("X-{i}: v\r\n")).collect();
+        let (r, response) = refused_over_tokio(request_with(&headers)).await;
+        assert!(
+            matches!(r, Err(Error::ServerHandshake(ServerError::RequestTooLarge))),
+            "{r:?}"
+        );
+        assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn endless_header_line_over_tokio_gets_a_431_response() {
+        let mut endless = b"GET / HTTP/1.1\r\nHost: x\r\nX-Endless: ".to_vec();
+        endless.extend(std::iter::repeat_n(b'a', 256 * 1024));
+        let (r, response) = refused_over_tokio(endless).await;
+        assert!(
+            matches!(r, Err(Error::ServerHandshake(ServerError::RequestTooLarge))),
+            "{r:?}"
+        );
+        assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_vanishing_mid_request_is_an_unexpected_eof() {
+        let (server_io, mut client_io) = duplex(4096);
+        let server = tokio::spawn(async move {
+            accept(server_io, &rapidws::tokio::ServerConfig::default())
+                .await
+                .map(|_| ())
+        });
+        client_io
+            .write_all(b"GET / HTTP/1.1\r\nHost: ")
+            .await
+            .unwrap();
+        drop(client_io);
+        let r = server.await.unwrap();
+        assert!(matches!(&r, Err(e) if e.is_unexpected_eof()), "{r:?}");
+    }
 }
