@@ -3,6 +3,7 @@
 //! middle of a frame, and protocol violations whose close code must reach the wire.
 //!
 //! Every wait is bounded; socket buffers are made small so backpressure comes quickly.
+#![cfg(feature = "tokio")]
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -480,4 +481,27 @@ async fn compressed_message_inflating_past_the_limit_gets_1009_on_the_wire() {
         Ok(Some(Message::Close(Some(f)))) => assert_eq!(f.code, 1009),
         other => panic!("expected close 1009, got {other:?}"),
     }
+}
+
+/// The connection's clock only moves when bytes arrive or a timer runs; a close sent after
+/// a long quiet spell must still give the peer the whole close timeout to answer.
+#[tokio::test(start_paused = true)]
+async fn close_after_a_quiet_spell_still_waits_for_the_peers_answer() {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let config = quiet_config().with_close_timeout(Duration::from_secs(5));
+    let mut client = WebSocket::from_raw(a, rapidws::Role::Client, &config, &[]);
+    let mut server = WebSocket::from_raw(b, rapidws::Role::Server, &config, &[]);
+    // The server answers after 1 s: well within the close timeout.
+    let server = tokio::spawn(async move {
+        let first = server.recv().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rest = server.recv().await;
+        (first.map(|m| m.is_some()), rest.map(|m| m.is_none()))
+    });
+    // Quiet for longer than the close timeout.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let r = client.close(1000, "bye").await;
+    assert!(r.is_ok(), "{r:?}");
+    let (first, rest) = server.await.unwrap();
+    assert!(matches!(first, Ok(true)) && matches!(rest, Ok(true)));
 }
