@@ -2,7 +2,8 @@
 //! against an echo server in the same process, then checks that everything was released.
 //!
 //! ```text
-//! ulimit -n 65536   # two descriptors per connection (client and server ends)
+//! ulimit -n 65536   # two descriptors per connection (client and server ends); where the
+//!                    # hard limit is lower (say 20,000), use at most ~9,800 connections
 //! cargo run --release --example soak -- --connections 10000 --seconds 600
 //! ```
 //!
