@@ -338,9 +338,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Err(e),
         }
-        self.flush().await.ok();
+        // The receive loop below writes the close frame too; this flush only gets it out
+        // early (and through buffering transports). A peer that never reads must not hold
+        // it forever: the close timeout bounds it, as it bounds the wait for the answer.
+        let _ = tokio::time::timeout(self.close_timeout(), self.flush()).await;
         while self.recv().await?.is_some() {}
         Ok(())
+    }
+
+    /// The configured close timeout (5 s when unset).
+    fn close_timeout(&self) -> std::time::Duration {
+        self.engine
+            .conn
+            .config()
+            .close_timeout
+            .unwrap_or(std::time::Duration::from_secs(5))
     }
 
     /// Splits into a receiving half and a sending half, usable from different tasks.
@@ -710,14 +722,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_flush(wcx, wr))).await
     }
 
-    /// Sends a close frame and flushes. The reading half then receives until the peer's
+    /// Sends a close frame and flushes (within the close timeout, else
+    /// `Err(Error::Timeout(Timeout::Close))`). The reading half then receives until the peer's
     /// close (within the close timeout) and returns `None`.
     pub async fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
         match self.queue(Message::Close(Some(CloseFrame::new(code, reason)))) {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Err(e),
         }
-        self.flush().await
+        // A peer that never reads must not hold the flush forever.
+        let limit = self
+            .shared
+            .lock()
+            .engine
+            .conn
+            .config()
+            .close_timeout
+            .unwrap_or(std::time::Duration::from_secs(5));
+        tokio::time::timeout(limit, self.flush())
+            .await
+            .map_err(|_| Error::Timeout(super::error::Timeout::Close))?
     }
 
     /// Bytes queued and not yet written.
