@@ -5,11 +5,15 @@
 //! IO layers (feature `tokio`) drive that one core.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 pub mod codec;
 pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
 pub mod handshake;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod message;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
