@@ -11,6 +11,8 @@ pub mod codec;
 pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
+#[cfg(feature = "tokio")]
+pub mod handler;
 pub mod handshake;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod message;
