@@ -18,6 +18,8 @@ pub mod handshake;
 mod message;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+#[cfg(feature = "tokio")]
+pub mod tunnel;
 
 pub use rapidws_simd as simd;
 
