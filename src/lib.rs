@@ -16,6 +16,8 @@ pub mod handler;
 pub mod handshake;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod message;
+#[cfg(feature = "rustls")]
+pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 #[cfg(feature = "tokio")]
