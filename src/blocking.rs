@@ -645,8 +645,9 @@ impl<S: Read + Write> WebSocket<S> {
     }
 
     /// Closes: sends a close frame with `code` and `reason` (at most 123 bytes), then
-    /// reads (discarding data) until the peer's close arrives, within the close timeout
-    /// when the socket has a read timeout shorter than it. A client then waits for the
+    /// reads (discarding data) until the peer's close arrives. With a socket read timeout
+    /// shorter than the close timeout, a silent peer ends the wait with
+    /// [`Error::Timeout`] when the close timeout passes. A client then waits for the
     /// server to close TCP (RFC 6455 7.1.1); a server returns and the stream is closed
     /// when dropped.
     pub fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
@@ -664,6 +665,9 @@ impl<S: Read + Write> WebSocket<S> {
                 {
                     return Ok(());
                 }
+                // A socket timeout: keep waiting while the close timer (run at each
+                // timed-out read) has not failed the connection.
+                Err(e) if e.is_timeout() && self.conn.config().close_timeout.is_some() => {}
                 Err(e) => return Err(e),
             }
         }

@@ -200,3 +200,23 @@ fn wss_url_is_refused_without_tls() {
     let err = blocking::connect("wss://127.0.0.1:1/", &client_config()).unwrap_err();
     assert!(matches!(err, Error::TlsUnsupported));
 }
+
+#[test]
+fn close_to_a_silent_peer_ends_with_the_close_timeout() {
+    let (url, h) = server(ServerConfig::default(), |ws| {
+        // Never read: our close is never answered.
+        thread::sleep(Duration::from_millis(1500));
+        drop(ws);
+    });
+    let mut config = client_config().with_read_timeout(Some(Duration::from_millis(50)));
+    config.connection.protocol.close_timeout = Some(Duration::from_millis(300));
+    let mut ws = blocking::connect(&url, &config).unwrap();
+    let started = std::time::Instant::now();
+    let err = ws.close(1000, "").unwrap_err();
+    assert!(
+        matches!(err, Error::Timeout(rapidws::connection::Timeout::Close)),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(1200));
+    h.join().unwrap();
+}
