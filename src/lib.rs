@@ -5,14 +5,24 @@
 //! IO layers (feature `tokio`) drive that one core.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 pub mod codec;
 pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
+#[cfg(feature = "tokio")]
+pub mod handler;
 pub mod handshake;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod message;
 pub mod prepared;
+#[cfg(feature = "rustls")]
+pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+#[cfg(feature = "tokio")]
+pub mod tunnel;
 
 pub use rapidws_simd as simd;
 

@@ -102,6 +102,13 @@ where
     if let (Some(params), Some(deflate)) = (upgraded.deflate, config.handshake.deflate.as_ref()) {
         conn.set_deflate(PerMessageDeflate::new(Role::Client, params, deflate));
     }
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "rapidws::tokio",
+        role = "client",
+        subprotocol = upgraded.subprotocol.as_deref(),
+        "websocket open"
+    );
     Ok(WebSocket::from_connection(
         stream,
         conn,

@@ -305,6 +305,14 @@ impl Engine {
                     return Poll::Ready(Ok(Some(ev)));
                 }
                 Some(Err(e)) => {
+                    #[cfg(feature = "tracing")]
+                    tracing::debug!(
+                        target: "rapidws::tokio",
+                        role = ?self.conn.role(),
+                        error = %e,
+                        close_code = e.close_code().map(|c| c.0),
+                        "websocket failed"
+                    );
                     self.pending_error = Some(Error::from_connection(e));
                     self.start_finishing();
                     continue;
@@ -431,6 +439,14 @@ impl Engine {
         *self.conn.recv_buffer() = BytesMut::new();
         self.state = State::Done;
         self.sleep = None;
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "rapidws::tokio",
+            role = ?self.conn.role(),
+            peer_code = self.peer_close.as_ref().map(|c| c.code),
+            failed = self.pending_error.is_some(),
+            "websocket closed"
+        );
         match self.pending_error.take() {
             Some(e) => Poll::Ready(Err(e)),
             None if expired && !self.write_shut => {

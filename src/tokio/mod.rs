@@ -25,7 +25,7 @@ mod client;
 mod config;
 mod engine;
 mod error;
-mod message;
+use crate::message;
 mod net;
 mod queue;
 mod server;

@@ -123,6 +123,13 @@ where
     if let (Some(params), Some(deflate)) = (accepted.deflate, config.handshake.deflate.as_ref()) {
         conn.set_deflate(PerMessageDeflate::new(Role::Server, params, deflate));
     }
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "rapidws::tokio",
+        role = "server",
+        subprotocol = accepted.subprotocol.as_deref(),
+        "websocket open"
+    );
     Ok(WebSocket::from_connection(
         stream,
         conn,

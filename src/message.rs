@@ -1,4 +1,4 @@
-//! Owned messages for the `Stream`/`Sink` API, shaped like tokio-tungstenite's.
+//! Owned messages, shared by the tokio and blocking layers; shaped like tungstenite's.
 
 use bytes::Bytes;
 
@@ -124,8 +124,8 @@ impl CloseFrame {
     }
 }
 
-/// A WebSocket message, as the [`Stream`](futures_core::Stream) yields and the
-/// [`Sink`](futures_sink::Sink) takes.
+/// A WebSocket message, as the receive calls (and the tokio layer's `Stream`) yield and
+/// the send calls (and its `Sink`) take.
 ///
 /// Pings and pongs are answered by the library; they are yielded so an application can
 /// watch them. Sending `Ping`/`Pong` sends that control frame; sending `Close` starts the

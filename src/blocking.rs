@@ -1,0 +1,850 @@
+//! The blocking IO layer: WebSocket connections over `std::net::TcpStream` or any
+//! `Read + Write`, on the same sans-IO [`Connection`] as the tokio layer.
+//!
+//! ```no_run
+//! use rapidws::blocking::{ClientConfig, Message, connect};
+//!
+//! # fn run() -> Result<(), rapidws::blocking::Error> {
+//! let mut ws = connect("ws://127.0.0.1:9001/", &ClientConfig::default())?;
+//! ws.send(Message::text("hello"))?;
+//! while let Some(msg) = ws.read()? {
+//!     println!("{msg:?}");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Time
+//!
+//! A blocking call waits as long as the socket lets it: set the socket's own read and
+//! write timeouts (`TcpStream::set_read_timeout`; [`ClientConfig::read_timeout`] does it
+//! for [`connect`]). A read that times out returns [`Error::Io`] of kind `WouldBlock` or
+//! `TimedOut`; the connection is unharmed and the call may be repeated. The core's timers
+//! (keepalive ping, idle and close timeouts) are run at each [`WebSocket::read`] call and
+//! after each timed-out socket read, so with a read timeout shorter than them they fire
+//! on time.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use crate::Role;
+use crate::codec::{CloseCode, MessageKind, ProtocolError};
+use crate::connection::{self, Connection, OwnedEvent, SendError};
+#[cfg(feature = "deflate")]
+use crate::deflate::{DeflateConfig, DeflateError, PerMessageDeflate};
+use crate::handshake::{self, ClientError, ClientHandshake, ClientRequest, ServerError};
+use crate::handshake::{Request, ServerHandshake};
+
+pub use crate::message::{CloseFrame, Message, Utf8Bytes};
+
+/// Bytes read from the socket per call while a handshake is in progress.
+const HANDSHAKE_READ: usize = 2048;
+/// Largest read asked of the socket while a large message streams in.
+const MAX_READ_CHUNK: usize = 256 * 1024;
+
+/// Everything that can go wrong on a blocking connection. A normal close is not an
+/// error: [`WebSocket::read`] returns `Ok(None)` after it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The socket failed, or timed out (kind `WouldBlock`/`TimedOut`, which may be
+    /// retried). The peer vanishing without a close frame is `UnexpectedEof`.
+    Io(io::Error),
+    /// The peer broke RFC 6455; a close frame with [`ProtocolError::close_code`] was sent.
+    Protocol(ProtocolError),
+    /// The peer's compressed data was invalid or inflated past the limit; a close frame
+    /// with its code was sent.
+    #[cfg(feature = "deflate")]
+    Deflate(DeflateError),
+    /// A timer of the connection ran out (keepalive pong, idle, close reply).
+    Timeout(connection::Timeout),
+    /// The server refused or botched the opening handshake (client side).
+    ClientHandshake(ClientError),
+    /// The client's upgrade request was invalid (server side); the refusal was sent.
+    ServerHandshake(ServerError),
+    /// The application refused the upgrade request with this HTTP status
+    /// ([`accept_with`]); the refusal was sent.
+    Rejected(u16),
+    /// `wss://` needs TLS: connect it yourself and call [`client_handshake`].
+    TlsUnsupported,
+    /// The connection is closed; nothing more can be sent.
+    Closed,
+    /// A send was refused for another reason (control payload over 125 bytes, a close
+    /// code that may not be sent, ...).
+    Send(SendError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "IO error: {e}"),
+            Error::Protocol(e) => write!(f, "protocol error: {e}"),
+            #[cfg(feature = "deflate")]
+            Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
+            Error::Timeout(t) => write!(f, "{}", connection::Error::Timeout(*t)),
+            Error::ClientHandshake(e) => write!(f, "handshake failed: {e}"),
+            Error::ServerHandshake(e) => write!(f, "handshake refused: {e}"),
+            Error::Rejected(s) => write!(f, "upgrade refused with status {s}"),
+            Error::TlsUnsupported => f.write_str("wss:// needs a TLS stream"),
+            Error::Closed => f.write_str("connection closed"),
+            Error::Send(e) => write!(f, "send refused: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            Error::Protocol(e) => Some(e),
+            #[cfg(feature = "deflate")]
+            Error::Deflate(e) => Some(e),
+            Error::ClientHandshake(e) => Some(e),
+            Error::ServerHandshake(e) => Some(e),
+            Error::Send(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl Error {
+    fn from_send(e: SendError) -> Self {
+        match e {
+            SendError::Closed => Error::Closed,
+            other => Error::Send(other),
+        }
+    }
+
+    fn from_connection(e: connection::Error) -> Self {
+        match e {
+            connection::Error::Protocol(p) => Error::Protocol(p),
+            #[cfg(feature = "deflate")]
+            connection::Error::Deflate(d) => Error::Deflate(d),
+            connection::Error::Timeout(t) => Error::Timeout(t),
+            // `connection::Error` is non-exhaustive; a future variant still fails the
+            // connection, reported with its close code as a protocol-level failure.
+            #[allow(unreachable_patterns)]
+            other => Error::Io(io::Error::other(other)),
+        }
+    }
+
+    /// Whether this is a socket timeout (`WouldBlock` or `TimedOut`): nothing was lost
+    /// and the call may be repeated.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
+    }
+}
+
+/// Settings of one blocking connection (either role).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Protocol settings of the core connection (limits, delivery, timers). The default
+    /// has no keepalive (nothing runs between calls) and a 16 MiB message limit.
+    pub protocol: connection::Config,
+    /// Bytes asked of the socket per read at first; grows while a large message streams
+    /// in (up to 256 KiB). Default 4 KiB.
+    pub read_buffer_size: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            protocol: connection::Config {
+                max_message_size: 16 << 20,
+                ..connection::Config::default()
+            },
+            read_buffer_size: 4096,
+        }
+    }
+}
+
+impl Config {
+    /// Sets the largest message accepted (inflated size when compressed).
+    pub fn with_max_message_size(mut self, bytes: usize) -> Self {
+        self.protocol.max_message_size = bytes;
+        self
+    }
+    /// Sets the largest frame accepted.
+    pub fn with_max_frame_size(mut self, bytes: usize) -> Self {
+        self.protocol.max_frame_size = bytes;
+        self
+    }
+}
+
+/// Settings of a blocking server connection: connection and handshake settings.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Settings of the connection once open.
+    pub connection: Config,
+    /// Handshake settings: request limits, subprotocols, origin check, permessage-deflate.
+    pub handshake: handshake::ServerConfig,
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("connection", &self.connection)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerConfig {
+    /// Sets the per-connection settings.
+    pub fn with_connection(mut self, connection: Config) -> Self {
+        self.connection = connection;
+        self
+    }
+    /// Accepts permessage-deflate offers with these settings (`None`: ignore offers).
+    #[cfg(feature = "deflate")]
+    pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
+        self.handshake.deflate = deflate;
+        self
+    }
+}
+
+/// Settings of a blocking client: connection and handshake settings plus socket options.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// Settings of the connection once open.
+    pub connection: Config,
+    /// Handshake settings: response limits and the permessage-deflate offer.
+    pub handshake: handshake::ClientConfig,
+    /// Time allowed for each TCP connect attempt. Default 10 s.
+    pub connect_timeout: Duration,
+    /// The socket's read timeout, set by [`connect`] (it bounds the handshake too).
+    /// Default 30 s; `None` waits forever.
+    pub read_timeout: Option<Duration>,
+    /// The socket's write timeout, set by [`connect`]. Default 30 s.
+    pub write_timeout: Option<Duration>,
+    /// Set `TCP_NODELAY`. Default true: each send is one write.
+    pub nodelay: bool,
+    /// Subprotocols to offer, most preferred first.
+    pub subprotocols: Vec<String>,
+    /// Extra request headers, for example `Authorization`.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connection: Config::default(),
+            handshake: handshake::ClientConfig::default(),
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Some(Duration::from_secs(30)),
+            write_timeout: Some(Duration::from_secs(30)),
+            nodelay: true,
+            subprotocols: Vec::new(),
+            headers: Vec::new(),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Sets the per-connection settings.
+    pub fn with_connection(mut self, connection: Config) -> Self {
+        self.connection = connection;
+        self
+    }
+    /// Sets the socket read timeout.
+    pub fn with_read_timeout(mut self, t: Option<Duration>) -> Self {
+        self.read_timeout = t;
+        self
+    }
+    /// Offers permessage-deflate with these settings (`None`: no offer).
+    #[cfg(feature = "deflate")]
+    pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
+        self.handshake.deflate = deflate;
+        self
+    }
+}
+
+/// Connects to a `ws://host[:port]/path` URL over TCP (each resolved address in turn,
+/// within [`ClientConfig::connect_timeout`] each), sets the socket options and runs the
+/// opening handshake.
+pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
+    let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
+    if target.secure {
+        return Err(Error::TlsUnsupported);
+    }
+    let mut last = None;
+    let mut stream = None;
+    for addr in (target.host.as_str(), target.port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, config.connect_timeout) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let stream = match stream {
+        Some(s) => s,
+        None => {
+            return Err(Error::Io(last.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "host name resolved to no address")
+            })));
+        }
+    };
+    stream.set_read_timeout(config.read_timeout)?;
+    stream.set_write_timeout(config.write_timeout)?;
+    stream.set_nodelay(config.nodelay)?;
+    run_client_handshake(stream, request, config)
+}
+
+/// Runs the client side of the opening handshake on a connected `stream` (TLS or other),
+/// for `host` (the `Host` header) and `path` (with query).
+pub fn client_handshake<S: Read + Write>(
+    stream: S,
+    host: &str,
+    path: &str,
+    config: &ClientConfig,
+) -> Result<WebSocket<S>, Error> {
+    run_client_handshake(stream, ClientRequest::new(host, path), config)
+}
+
+fn run_client_handshake<S: Read + Write>(
+    mut stream: S,
+    mut request: ClientRequest,
+    config: &ClientConfig,
+) -> Result<WebSocket<S>, Error> {
+    for p in &config.subprotocols {
+        request = request.subprotocol(p.as_str());
+    }
+    for (name, value) in &config.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let (mut hs, bytes) =
+        ClientHandshake::new(&request, config.handshake.clone()).map_err(Error::ClientHandshake)?;
+    stream.write_all(&bytes)?;
+    stream.flush()?;
+    let mut buf = [0u8; HANDSHAKE_READ];
+    let upgraded = loop {
+        let n = read_some(&mut stream, &mut buf)?;
+        match hs.feed(&buf[..n]) {
+            Ok(None) => {}
+            Ok(Some(u)) => break u,
+            Err(e) => return Err(Error::ClientHandshake(e)),
+        }
+    };
+    #[allow(unused_mut)]
+    let mut compressed = false;
+    #[allow(unused_mut)]
+    let mut conn = Connection::new(
+        Role::Client,
+        config.connection.protocol.clone(),
+        Instant::now(),
+    );
+    #[cfg(feature = "deflate")]
+    if let (Some(params), Some(deflate)) = (upgraded.deflate, config.handshake.deflate.as_ref()) {
+        conn.set_deflate(PerMessageDeflate::new(Role::Client, params, deflate));
+        compressed = true;
+    }
+    trace_open(Role::Client);
+    let mut ws = WebSocket::from_connection(
+        stream,
+        conn,
+        &config.connection,
+        &upgraded.leftover,
+        upgraded.subprotocol,
+    );
+    ws.deflate = compressed;
+    Ok(ws)
+}
+
+/// Reads at least one byte; end of stream is `UnexpectedEof`.
+fn read_some<S: Read>(stream: &mut S, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs the server side of the opening handshake on `stream`, accepting every valid
+/// request. An invalid request is answered with its HTTP error response before
+/// [`Error::ServerHandshake`] is returned. Bound the wait with the socket's read timeout.
+pub fn accept<S: Read + Write>(stream: S, config: &ServerConfig) -> Result<WebSocket<S>, Error> {
+    accept_with(stream, config, |_| Ok(()))
+}
+
+/// [`accept`], letting `check` inspect the request first (path, headers, origin) and
+/// refuse it with an HTTP status and body; the refusal is sent and [`Error::Rejected`]
+/// returned.
+pub fn accept_with<S, F>(
+    mut stream: S,
+    config: &ServerConfig,
+    check: F,
+) -> Result<WebSocket<S>, Error>
+where
+    S: Read + Write,
+    F: FnOnce(&Request) -> Result<(), (u16, String)>,
+{
+    let mut hs = ServerHandshake::new(&config.handshake);
+    let mut buf = [0u8; HANDSHAKE_READ];
+    let request = loop {
+        let n = read_some(&mut stream, &mut buf)?;
+        match hs.feed(&buf[..n]) {
+            Ok(None) => {}
+            Ok(Some(r)) => break r,
+            Err(e) => {
+                let _ = stream.write_all(&e.response());
+                let _ = stream.flush();
+                return Err(Error::ServerHandshake(e));
+            }
+        }
+    };
+    if let Err((status, body)) = check(&request) {
+        let _ = stream.write_all(&request.reject(status, &[], &body));
+        let _ = stream.flush();
+        return Err(Error::Rejected(status));
+    }
+    let accepted = match request.accept(&config.handshake) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = stream.write_all(&e.response());
+            let _ = stream.flush();
+            return Err(Error::ServerHandshake(e));
+        }
+    };
+    stream.write_all(&accepted.response)?;
+    stream.flush()?;
+    #[allow(unused_mut)]
+    let mut compressed = false;
+    #[allow(unused_mut)]
+    let mut conn = Connection::new(
+        Role::Server,
+        config.connection.protocol.clone(),
+        Instant::now(),
+    );
+    #[cfg(feature = "deflate")]
+    if let (Some(params), Some(deflate)) = (accepted.deflate, config.handshake.deflate.as_ref()) {
+        conn.set_deflate(PerMessageDeflate::new(Role::Server, params, deflate));
+        compressed = true;
+    }
+    trace_open(Role::Server);
+    let mut ws = WebSocket::from_connection(
+        stream,
+        conn,
+        &config.connection,
+        &accepted.leftover,
+        accepted.subprotocol,
+    );
+    ws.deflate = compressed;
+    Ok(ws)
+}
+
+#[cfg(feature = "tracing")]
+fn trace_open(role: Role) {
+    tracing::debug!(target: "rapidws::blocking", ?role, "websocket open");
+}
+#[cfg(not(feature = "tracing"))]
+fn trace_open(_: Role) {}
+
+#[cfg(feature = "tracing")]
+fn trace_end(role: Role, error: Option<&Error>, close: Option<&CloseFrame>) {
+    match error {
+        Some(e) => {
+            tracing::debug!(target: "rapidws::blocking", ?role, error = %e, "websocket failed")
+        }
+        None => tracing::debug!(
+            target: "rapidws::blocking",
+            ?role,
+            code = close.map(|c| c.code),
+            "websocket closed"
+        ),
+    }
+}
+#[cfg(not(feature = "tracing"))]
+fn trace_end(_: Role, _: Option<&Error>, _: Option<&CloseFrame>) {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    /// Closed or failed: nothing more is read.
+    Done,
+}
+
+/// A WebSocket connection over a blocking stream.
+///
+/// [`read`](Self::read) returns the next message (pings are answered and closes echoed
+/// as they are read); [`send`](Self::send) writes one message and flushes. Output the
+/// connection produces on its own (pongs, the close echo) is written during `read`.
+pub struct WebSocket<S> {
+    stream: S,
+    conn: Connection,
+    /// Encoded output not yet written (kept across a write timeout).
+    out: Vec<u8>,
+    out_pos: usize,
+    gather: Option<(MessageKind, BytesMut)>,
+    subprotocol: Option<String>,
+    deflate: bool,
+    read_buffer_size: usize,
+    read_size: usize,
+    eof: bool,
+    state: State,
+    peer_close: Option<CloseFrame>,
+}
+
+impl<S> fmt::Debug for WebSocket<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebSocket")
+            .field("role", &self.conn.role())
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Read + Write> WebSocket<S> {
+    /// Wraps a stream on which the opening handshake already happened; `leftover` are
+    /// bytes read after the handshake head, if any.
+    pub fn from_raw(stream: S, role: Role, config: &Config, leftover: &[u8]) -> Self {
+        let conn = Connection::new(role, config.protocol.clone(), Instant::now());
+        Self::from_connection(stream, conn, config, leftover, None)
+    }
+
+    fn from_connection(
+        stream: S,
+        mut conn: Connection,
+        config: &Config,
+        leftover: &[u8],
+        subprotocol: Option<String>,
+    ) -> Self {
+        if !leftover.is_empty() {
+            conn.handle_bytes(Instant::now(), leftover);
+        }
+        WebSocket {
+            stream,
+            conn,
+            out: Vec::new(),
+            out_pos: 0,
+            gather: None,
+            subprotocol,
+            deflate: false,
+            read_buffer_size: config.read_buffer_size.max(256),
+            read_size: config.read_buffer_size.max(256),
+            eof: false,
+            state: State::Open,
+            peer_close: None,
+        }
+    }
+
+    /// The subprotocol agreed in the handshake, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.subprotocol.as_deref()
+    }
+
+    /// This end's role.
+    pub fn role(&self) -> Role {
+        self.conn.role()
+    }
+
+    /// Whether permessage-deflate (RFC 7692) was agreed in the handshake.
+    pub fn is_compressed(&self) -> bool {
+        self.deflate
+    }
+
+    /// The peer's close frame, once received (code 1005 when it had none).
+    pub fn close_frame(&self) -> Option<&CloseFrame> {
+        self.peer_close.as_ref()
+    }
+
+    /// The underlying stream (to change its timeouts, for example).
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    /// The underlying stream, mutably. Reading or writing it corrupts the connection.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// The sans-IO connection underneath, for inspection.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The stream back (after a close, to shut it down).
+    pub fn into_inner(self) -> S {
+        self.stream
+    }
+
+    /// Writes all pending output and flushes the stream. After a write timeout the
+    /// unwritten rest is kept and written by the next call.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        if self.out_pos == self.out.len() {
+            self.out.clear();
+            self.out_pos = 0;
+        }
+        self.conn.write_pending(&mut self.out);
+        while self.out_pos < self.out.len() {
+            match self.stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => return Err(Error::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::Io(e)),
+            }
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        if self.out.capacity() > MAX_READ_CHUNK {
+            self.out = Vec::new();
+        }
+        self.stream.flush()?;
+        Ok(())
+    }
+
+    /// Queues `msg` and writes it out. `Message::Close` starts the close handshake (then
+    /// [`read`](Self::read) until `None`, or use [`close`](Self::close)).
+    pub fn send(&mut self, msg: Message) -> Result<(), Error> {
+        let r = match msg {
+            Message::Text(t) => self.conn.send_bytes(MessageKind::Text, t.into_bytes()),
+            Message::Binary(b) => self.conn.send_bytes(MessageKind::Binary, b),
+            Message::Ping(p) => self.conn.ping(&p),
+            Message::Pong(p) => self.conn.pong(&p),
+            Message::Close(c) => {
+                let (code, reason) = c.map_or((1000, Utf8Bytes::default()), |c| (c.code, c.reason));
+                self.conn.close(CloseCode(code), reason.as_str())
+            }
+        };
+        r.map_err(Error::from_send)?;
+        self.flush()
+    }
+
+    /// Sends a text message.
+    pub fn send_text(&mut self, text: &str) -> Result<(), Error> {
+        self.conn.send_text(text).map_err(Error::from_send)?;
+        self.flush()
+    }
+
+    /// Sends a binary message.
+    pub fn send_binary(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.conn.send_binary(data).map_err(Error::from_send)?;
+        self.flush()
+    }
+
+    /// Sends a ping (payload at most 125 bytes).
+    pub fn ping(&mut self, payload: &[u8]) -> Result<(), Error> {
+        self.conn.ping(payload).map_err(Error::from_send)?;
+        self.flush()
+    }
+
+    /// Closes: sends a close frame with `code` and `reason` (at most 123 bytes), then
+    /// reads (discarding data) until the peer's close arrives. With a socket read timeout
+    /// shorter than the close timeout, a silent peer ends the wait with
+    /// [`Error::Timeout`] when the close timeout passes. A client then waits for the
+    /// server to close TCP (RFC 6455 7.1.1); a server returns and the stream is closed
+    /// when dropped.
+    pub fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
+        match self.conn.close(CloseCode(code), reason) {
+            Ok(()) | Err(SendError::Closed) => {}
+            Err(e) => return Err(Error::Send(e)),
+        }
+        let _ = self.flush();
+        loop {
+            match self.read() {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(()),
+                // Our close went out; the peer closing TCP instead of answering ends it too.
+                Err(e) if matches!(&e, Error::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof) =>
+                {
+                    return Ok(());
+                }
+                // A socket timeout: keep waiting while the close timer (run at each
+                // timed-out read) has not failed the connection.
+                Err(e) if e.is_timeout() && self.conn.config().close_timeout.is_some() => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads the next message: text, binary, a ping or pong (already answered), or the
+    /// peer's close (already echoed). `Ok(None)` once the connection has closed cleanly
+    /// (and after an error has been returned).
+    pub fn read(&mut self) -> Result<Option<Message>, Error> {
+        loop {
+            if self.state == State::Done {
+                return Ok(None);
+            }
+            match self.conn.poll_event_owned() {
+                Some(Ok(ev)) => {
+                    if let OwnedEvent::Close(c) = &ev {
+                        self.peer_close = Some(match c {
+                            Some((code, reason)) => CloseFrame::new(code.0, reason.as_str()),
+                            None => CloseFrame::new(1005, ""),
+                        });
+                    }
+                    if self.conn.has_pending_output() {
+                        self.flush()?;
+                    }
+                    if self.conn.is_closed() {
+                        self.finish();
+                    }
+                    if let Some(m) = gather(&mut self.gather, ev) {
+                        return Ok(Some(m));
+                    }
+                    continue;
+                }
+                Some(Err(e)) => {
+                    // The close frame for the error is queued: send it, then stop.
+                    let e = Error::from_connection(e);
+                    let _ = self.flush();
+                    trace_end(self.conn.role(), Some(&e), None);
+                    self.state = State::Done;
+                    return Err(e);
+                }
+                None => {}
+            }
+            if self.conn.is_closed() {
+                self.flush()?;
+                self.finish();
+                continue;
+            }
+            if self.eof {
+                // RFC 6455 7.1.5: TCP closed without a close frame (status 1006).
+                self.state = State::Done;
+                let e = Error::Io(io::ErrorKind::UnexpectedEof.into());
+                trace_end(self.conn.role(), Some(&e), None);
+                return Err(e);
+            }
+            self.run_timers();
+            if self.conn.has_pending_output() {
+                self.flush()?;
+            }
+            if let Err(e) = self.fill() {
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) {
+                    // A socket timeout: due timers may now fail the connection (reported
+                    // by the next loop) or queue a keepalive ping.
+                    self.run_timers();
+                    if self.conn.is_closed() {
+                        continue;
+                    }
+                    if self.conn.has_pending_output() {
+                        self.flush()?;
+                    }
+                }
+                return Err(Error::Io(e));
+            }
+        }
+    }
+
+    fn run_timers(&mut self) {
+        let now = Instant::now();
+        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
+            self.conn.handle_timeout(now);
+        }
+    }
+
+    /// The connection ended cleanly: a client waits (within the socket's read timeout)
+    /// for the server to close TCP first (RFC 6455 7.1.1).
+    fn finish(&mut self) {
+        if self.state == State::Done {
+            return;
+        }
+        self.state = State::Done;
+        trace_end(self.conn.role(), None, self.peer_close.as_ref());
+        if self.conn.role() == Role::Client && !self.eof {
+            let mut buf = [0u8; 512];
+            for _ in 0..64 {
+                match self.stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        }
+        *self.conn.recv_buffer() = BytesMut::new();
+    }
+
+    /// Reads once into the connection's receive buffer.
+    fn fill(&mut self) -> io::Result<()> {
+        let want = self.read_size;
+        let buf = self.conn.recv_buffer();
+        let start = buf.len();
+        buf.resize(start + want, 0);
+        let r = loop {
+            match self.stream.read(&mut buf[start..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => break r,
+            }
+        };
+        match r {
+            Ok(n) => {
+                buf.truncate(start + n);
+                if n == 0 {
+                    self.eof = true;
+                    if buf.is_empty() {
+                        *buf = BytesMut::new();
+                    }
+                } else {
+                    self.conn.handle_received(Instant::now());
+                    self.read_size = if n == want {
+                        (want * 2).min(MAX_READ_CHUNK)
+                    } else {
+                        self.read_buffer_size
+                    };
+                }
+                Ok(())
+            }
+            Err(e) => {
+                buf.truncate(start);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Gathers chunk events into whole messages (for [`Delivery::Chunks`](crate::connection::Delivery)).
+fn gather(slot: &mut Option<(MessageKind, BytesMut)>, ev: OwnedEvent) -> Option<Message> {
+    Some(match ev {
+        OwnedEvent::Chunk {
+            kind,
+            data,
+            first,
+            fin,
+        } => {
+            if first || slot.is_none() {
+                *slot = Some((kind, BytesMut::new()));
+            }
+            let (k, buf) = slot.as_mut()?;
+            let k = *k;
+            buf.extend_from_slice(&data);
+            if !fin {
+                return None;
+            }
+            let data = buf.split().freeze();
+            *slot = None;
+            return gather(slot, OwnedEvent::Message { kind: k, data });
+        }
+        OwnedEvent::Message {
+            kind: MessageKind::Text,
+            data,
+        } => Message::Text(Utf8Bytes::from_validated(data)),
+        OwnedEvent::Message { data, .. } => Message::Binary(data),
+        OwnedEvent::Ping(p) => Message::Ping(p),
+        OwnedEvent::Pong(p) => Message::Pong(p),
+        OwnedEvent::Close(c) => Message::Close(c.map(|(code, reason)| CloseFrame {
+            code: code.0,
+            reason: Utf8Bytes::from(reason),
+        })),
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}

@@ -1,0 +1,322 @@
+//! An event-handler API on the tokio layer, in the shape gws and ews users know: one
+//! [`Handler`] value per connection (its fields are the per-connection state) whose
+//! `on_*` methods are called as things happen, and a [`Socket`] to send from inside them.
+//!
+//! ```no_run
+//! use rapidws::handler::{Handler, Socket, serve_handler};
+//! use rapidws::tokio::{Message, ServerConfig};
+//!
+//! struct Echo {
+//!     count: u64,
+//! }
+//!
+//! impl Handler for Echo {
+//!     fn on_message(&mut self, socket: &mut Socket, msg: Message) {
+//!         self.count += 1;
+//!         socket.send(msg);
+//!     }
+//! }
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:9004").await?;
+//! serve_handler(listener, ServerConfig::default(), |_peer| Echo { count: 0 }).await
+//! # }
+//! ```
+//!
+//! Callbacks are plain functions: they run on the connection's task and must not block.
+//! What they send is queued and written (with backpressure) when the callback returns.
+//! A panic in a callback is caught: that connection is closed with 1011 (internal error)
+//! and no further callbacks run on it; other connections are not affected.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::tokio::{self as ws, ClientConfig, CloseFrame, Message, ServerConfig, WebSocket};
+
+/// RFC 6455 7.4.1: 1011, the server met a condition that prevented it from fulfilling
+/// the request.
+const INTERNAL_ERROR: u16 = 1011;
+
+/// Sends from inside a callback. Messages are queued and written, in order, when the
+/// callback returns.
+#[derive(Debug, Default)]
+pub struct Socket {
+    outbox: Vec<Message>,
+    close: Option<(u16, String)>,
+    subprotocol: Option<String>,
+}
+
+impl Socket {
+    /// Queues a message (text, binary, ping or pong; a `Close` starts the close handshake).
+    pub fn send(&mut self, msg: Message) {
+        self.outbox.push(msg);
+    }
+
+    /// Queues a text message.
+    pub fn send_text(&mut self, text: impl Into<crate::tokio::Utf8Bytes>) {
+        self.send(Message::Text(text.into()));
+    }
+
+    /// Queues a binary message.
+    pub fn send_binary(&mut self, data: impl Into<Bytes>) {
+        self.send(Message::Binary(data.into()));
+    }
+
+    /// Closes the connection with `code` and `reason` once the queued messages are out;
+    /// [`Handler::on_close`] follows when the peer has answered.
+    pub fn close(&mut self, code: u16, reason: impl Into<String>) {
+        self.close = Some((code, reason.into()));
+    }
+
+    /// The subprotocol agreed in the handshake, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.subprotocol.as_deref()
+    }
+}
+
+/// The callbacks of one connection. Every method has a default that does nothing, so a
+/// handler implements only what it needs. Pings are answered and closes echoed by the
+/// library before the callbacks see them.
+pub trait Handler: Send + 'static {
+    /// The connection is open.
+    fn on_open(&mut self, socket: &mut Socket) {
+        let _ = socket;
+    }
+    /// A text or binary message arrived.
+    fn on_message(&mut self, socket: &mut Socket, msg: Message) {
+        let _ = (socket, msg);
+    }
+    /// A ping arrived (the pong is already on its way).
+    fn on_ping(&mut self, socket: &mut Socket, payload: Bytes) {
+        let _ = (socket, payload);
+    }
+    /// A pong arrived.
+    fn on_pong(&mut self, socket: &mut Socket, payload: Bytes) {
+        let _ = (socket, payload);
+    }
+    /// The connection ended: `frame` is the peer's close frame if one came, `error` why
+    /// it failed (`None` for a clean close). Called once, last.
+    fn on_close(&mut self, frame: Option<&CloseFrame>, error: Option<&ws::Error>) {
+        let _ = (frame, error);
+    }
+}
+
+/// How a handled connection ended badly.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The connection failed (or could not be opened); `on_close` saw the same error.
+    Ws(ws::Error),
+    /// A callback panicked; the connection was closed with 1011 and `on_close` was not
+    /// called.
+    Panicked,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Ws(e) => e.fmt(f),
+            Error::Panicked => f.write_str("a handler callback panicked"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Ws(e) => Some(e),
+            Error::Panicked => None,
+        }
+    }
+}
+
+impl From<ws::Error> for Error {
+    fn from(e: ws::Error) -> Self {
+        Error::Ws(e)
+    }
+}
+
+/// Runs one callback with panics caught.
+fn call<H: Handler>(
+    handler: &mut H,
+    socket: &mut Socket,
+    f: impl FnOnce(&mut H, &mut Socket),
+) -> Result<(), Error> {
+    catch_unwind(AssertUnwindSafe(|| f(handler, socket))).map_err(|_| Error::Panicked)
+}
+
+/// Writes what a callback queued; true when it asked to close.
+async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocket<S>,
+    socket: &mut Socket,
+) -> Result<bool, ws::Error> {
+    let had = !socket.outbox.is_empty();
+    for msg in socket.outbox.drain(..) {
+        ws.feed(msg).await?;
+    }
+    if had {
+        ws.flush().await?;
+    }
+    Ok(socket.close.is_some())
+}
+
+/// Runs `handler` on an open connection until it ends. `Ok(())` after a clean close;
+/// otherwise the error [`Handler::on_close`] saw, or [`Error::Panicked`].
+pub async fn run<S, H>(mut ws: WebSocket<S>, handler: &mut H) -> Result<(), Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    H: Handler,
+{
+    let mut socket = Socket {
+        subprotocol: ws.subprotocol().map(str::to_owned),
+        ..Socket::default()
+    };
+    let mut result = call(handler, &mut socket, |h, s| h.on_open(s));
+    loop {
+        if let Err(Error::Panicked) = result {
+            let _ = ws.close(INTERNAL_ERROR, "").await;
+            return Err(Error::Panicked);
+        }
+        match deliver(&mut ws, &mut socket).await {
+            Ok(false) => {}
+            Ok(true) => {
+                let (code, reason) = socket.close.take().unwrap_or((1000, String::new()));
+                let r = ws.close(code, &reason).await;
+                return finish(handler, ws.close_frame().cloned(), r.err());
+            }
+            // Closed: the receive side reports how it ended.
+            Err(ws::Error::Closed) => {}
+            Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),
+        }
+        let msg = match ws.recv().await {
+            Ok(Some(m)) => m,
+            Ok(None) => return finish(handler, ws.close_frame().cloned(), None),
+            Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),
+        };
+        result = match msg {
+            Message::Ping(p) => call(handler, &mut socket, |h, s| h.on_ping(s, p)),
+            Message::Pong(p) => call(handler, &mut socket, |h, s| h.on_pong(s, p)),
+            // The close echo is sent by the library; `recv` returns `None` next.
+            Message::Close(_) => Ok(()),
+            data => call(handler, &mut socket, |h, s| h.on_message(s, data)),
+        };
+    }
+}
+
+fn finish<H: Handler>(
+    handler: &mut H,
+    frame: Option<CloseFrame>,
+    error: Option<ws::Error>,
+) -> Result<(), Error> {
+    trace_end(frame.as_ref(), error.as_ref());
+    catch_unwind(AssertUnwindSafe(|| {
+        handler.on_close(frame.as_ref(), error.as_ref())
+    }))
+    .map_err(|_| Error::Panicked)?;
+    match error {
+        Some(e) => Err(Error::Ws(e)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(feature = "tracing")]
+fn trace_end(frame: Option<&CloseFrame>, error: Option<&ws::Error>) {
+    match error {
+        Some(e) => tracing::debug!(target: "rapidws::handler", error = %e, "connection failed"),
+        None => tracing::debug!(
+            target: "rapidws::handler",
+            code = frame.map(|c| c.code),
+            "connection closed"
+        ),
+    }
+}
+#[cfg(not(feature = "tracing"))]
+fn trace_end(_: Option<&CloseFrame>, _: Option<&ws::Error>) {}
+
+/// Accepts connections on `listener` forever; for each, calls `factory` with the peer's
+/// address to make its handler, runs the handshake and then the handler, each connection
+/// on its own task. At most [`ServerConfig::max_connections`] at once. A panicking
+/// handler ends its own connection only.
+pub async fn serve_handler<H, F>(
+    listener: TcpListener,
+    config: ServerConfig,
+    factory: F,
+) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn(SocketAddr) -> H + Send + Sync + 'static,
+{
+    let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let config = Arc::new(config);
+    loop {
+        let permit = limit
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| io::Error::other("connection limit closed"))?;
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => {
+                // Out of descriptors or memory: pause instead of spinning.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let config = config.clone();
+        let handler = catch_unwind(AssertUnwindSafe(|| factory(peer)));
+        tokio::spawn(async move {
+            let _permit = permit;
+            let Ok(mut handler) = handler else { return };
+            if let Ok(ws) = ws::accept(stream, &config).await {
+                let _ = run(ws, &mut handler).await;
+            }
+        });
+    }
+}
+
+/// Connects to `url` and runs `handler` until the connection ends. Returns `Ok(())`
+/// after a clean close, otherwise the error (connect failure, or what `on_close` saw),
+/// so a reconnect loop is a loop:
+///
+/// ```no_run
+/// # use rapidws::handler::{Handler, dial_handler};
+/// # use rapidws::tokio::ClientConfig;
+/// # struct H; impl Handler for H {}
+/// # async fn f() {
+/// let mut h = H;
+/// for _attempt in 0..5 {
+///     match dial_handler("ws://127.0.0.1:9004/", &ClientConfig::default(), &mut h).await {
+///         Ok(()) => break,
+///         Err(e) => eprintln!("reconnecting after: {e}"),
+///     }
+///     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+/// }
+/// # }
+/// ```
+pub async fn dial_handler<H: Handler>(
+    url: &str,
+    config: &ClientConfig,
+    handler: &mut H,
+) -> Result<(), Error> {
+    let ws = ws::connect(url, config).await?;
+    run(ws, handler).await
+}

@@ -1,0 +1,146 @@
+//! A WebSocket connection as a byte stream: [`Tunnel`] implements `AsyncRead` and
+//! `AsyncWrite`, so `tokio::io::copy_bidirectional` can carry any TCP protocol over a
+//! WebSocket port.
+//!
+//! Each write sends one binary message (at most [`Tunnel::MAX_WRITE`] bytes, so the
+//! peer's message limit is never hit); reads ignore message boundaries. Shutting down the
+//! write side sends an empty binary message, which the peer's tunnel reads as end of
+//! stream: each direction ends on its own, as with TCP's half-close. Pings are answered
+//! and pongs skipped while reading.
+//!
+//! ```no_run
+//! use rapidws::tokio::{ClientConfig, connect};
+//! use rapidws::tunnel::Tunnel;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let ws = connect("ws://127.0.0.1:9005/", &ClientConfig::default()).await?;
+//! let mut tunnel = Tunnel::new(ws);
+//! let mut local = tokio::net::TcpStream::connect("127.0.0.1:22").await?;
+//! tokio::io::copy_bidirectional(&mut local, &mut tunnel).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::tokio::{Error, Message, TrySendError, WebSocket};
+
+/// A WebSocket connection read and written as a byte stream.
+#[derive(Debug)]
+pub struct Tunnel<S> {
+    ws: WebSocket<S>,
+    /// The rest of the message being read.
+    chunk: Bytes,
+    read_eof: bool,
+    write_eof: bool,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Tunnel<S> {
+    /// Largest message one write sends: 64 KiB.
+    pub const MAX_WRITE: usize = 64 * 1024;
+
+    /// Wraps an open connection.
+    pub fn new(ws: WebSocket<S>) -> Self {
+        Tunnel {
+            ws,
+            chunk: Bytes::new(),
+            read_eof: false,
+            write_eof: false,
+        }
+    }
+
+    /// The connection back (unread bytes of the current message are dropped).
+    pub fn into_inner(self) -> WebSocket<S> {
+        self.ws
+    }
+
+    /// Closes the WebSocket (code 1000) once both directions are done, waiting for the
+    /// peer's close within the close timeout.
+    pub async fn close(mut self) -> Result<(), Error> {
+        self.ws.close(1000, "").await
+    }
+
+    /// Queues `msg`, writing the queue out first when it is full.
+    fn poll_queue(&mut self, cx: &mut Context<'_>, mut msg: Message) -> Poll<io::Result<()>> {
+        loop {
+            match self.ws.try_send(msg) {
+                Ok(()) => return Poll::Ready(Ok(())),
+                Err(TrySendError::QueueFull(back)) => {
+                    msg = back;
+                    // An empty queue accepts any one message, so this loop ends.
+                    ready!(self.ws.poll_flush_queue(cx)).map_err(io::Error::from)?;
+                }
+                Err(TrySendError::Failed(e)) => return Poll::Ready(Err(e.into())),
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Tunnel<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        while this.chunk.is_empty() {
+            if this.read_eof || buf.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            match ready!(this.ws.poll_recv(cx)).map_err(io::Error::from)? {
+                Some(Message::Binary(b)) if b.is_empty() => this.read_eof = true,
+                Some(Message::Binary(b)) => this.chunk = b,
+                Some(Message::Text(t)) => this.chunk = t.into_bytes(),
+                Some(Message::Ping(_) | Message::Pong(_)) => {}
+                // The peer closed the WebSocket: end of stream both ways.
+                Some(Message::Close(_)) | None => this.read_eof = true,
+            }
+        }
+        let n = this.chunk.len().min(buf.remaining());
+        buf.put_slice(&this.chunk[..n]);
+        this.chunk.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tunnel<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.write_eof {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let n = buf.len().min(Self::MAX_WRITE);
+        let msg = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
+        ready!(this.poll_queue(cx, msg))?;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut()
+            .ws
+            .poll_flush_queue(cx)
+            .map_err(io::Error::from)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.write_eof {
+            // End of stream in this direction: an empty binary message.
+            ready!(this.poll_queue(cx, Message::Binary(Bytes::new())))?;
+            this.write_eof = true;
+        }
+        this.ws.poll_flush_queue(cx).map_err(io::Error::from)
+    }
+}
