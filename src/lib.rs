@@ -4,6 +4,7 @@
 //! with feature `deflate`, [`deflate`]): bytes and time go in, events and bytes come out.
 //! IO layers (feature `tokio`) drive that one core.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
