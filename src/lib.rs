@@ -1,8 +1,308 @@
-//! rapidws: a fast, strict WebSocket library (RFC 6455, RFC 7692).
+//! rapidws: a fast, strict WebSocket library for client and server: RFC 6455 and RFC 7692
+//! (permessage-deflate).
 //!
 //! The protocol lives in a sans-IO core ([`codec`], [`handshake`], [`connection`] and,
-//! with feature `deflate`, [`deflate`]): bytes and time go in, events and bytes come out.
-//! IO layers (feature `tokio`) drive that one core.
+//! with feature `deflate`, [`deflate`]): bytes and time go in, events and bytes come out;
+//! it never touches a socket or reads a clock. The IO layers ([`tokio`](mod@crate::tokio)
+//! and [`blocking`]) drive that one core. The hot paths (masking, UTF-8 validation, frame
+//! scanning) are SIMD kernels from [`rapidws_simd`](simd), the only crate with `unsafe`
+//! code; this one is `#![forbid(unsafe_code)]`.
+//!
+//! Hostile input gives a typed error and the right close code (1002 protocol error,
+//! 1007 invalid UTF-8, 1009 too big), never a panic or an allocation the peer sized: every
+//! limit is a config value with a safe default (frame 16 MiB, message 16 MiB in the IO
+//! layers and 64 MiB in the core, handshake head 16 KiB and 100 header fields).
+//!
+//! # Feature flags
+//!
+//! | feature    | default | what it gives |
+//! |------------|---------|---------------|
+//! | `simd`     | yes     | the AVX2, AVX-512 and NEON kernels of [`rapidws_simd`](simd); without it the portable scalar code runs |
+//! | `deflate`  | yes     | permessage-deflate (RFC 7692) on zlib-rs: [`deflate`] |
+//! | `tokio`    | yes     | the async layer: [`tokio::serve`], [`tokio::connect`], split halves, send queues, timeouts; [`handler`] callbacks and [`tunnel`] byte streams |
+//! | `blocking` | yes     | a blocking layer over any `std::io::Read + Write`: [`blocking`] |
+//! | `rustls`   | no      | `wss://` client connections over rustls (`tls::connect_tls`) |
+//! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
+//!
+//! With `default-features = false` the sans-IO core alone is built; its only
+//! dependencies are the handshake's (httparse, sha1, base64, getrandom) and `bytes`.
+//!
+//! # Where to start
+//!
+//! | you want | use |
+//! |----------|-----|
+//! | a server on tokio | [`tokio::serve`], or [`tokio::accept`] on a stream you accepted |
+//! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
+//! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
+//! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
+//! | another runtime, or full control | the sans-IO [`Connection`] with the [`handshake`] parsers |
+//!
+//! The examples below all run as tests: each server listens on `127.0.0.1:0` and is
+//! reached by a client in the same program.
+//!
+//! ## An echo server (tokio)
+//!
+//! [`tokio::serve`] accepts connections, runs the handshake on each and hands every open
+//! [`WebSocket`](tokio::WebSocket) to its own task. Pings are answered and the peer's
+//! close echoed by the library; `recv` returns `Ok(None)` once the connection has closed.
+//!
+#![cfg_attr(feature = "tokio", doc = "```")]
+#![cfg_attr(not(feature = "tokio"), doc = "```ignore")]
+//! use rapidws::tokio::{ClientConfig, Message, ServerConfig, WebSocket, connect, serve};
+//! use tokio::net::{TcpListener, TcpStream};
+//!
+//! async fn echo(mut ws: WebSocket<TcpStream>) {
+//!     while let Ok(Some(msg)) = ws.recv().await {
+//!         if msg.is_data() && ws.send(msg).await.is_err() {
+//!             return;
+//!         }
+//!     }
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! #   std::thread::spawn(|| {
+//! #       std::thread::sleep(std::time::Duration::from_secs(30));
+//! #       eprintln!("doctest timed out");
+//! #       std::process::exit(1);
+//! #   });
+//!     let listener = TcpListener::bind("127.0.0.1:0").await?;
+//!     let addr = listener.local_addr()?;
+//!     tokio::spawn(serve(listener, ServerConfig::default(), echo));
+//!
+//!     // Try it.
+//!     let mut ws = connect(&format!("ws://{addr}/"), &ClientConfig::default()).await?;
+//!     ws.send(Message::text("hello")).await?;
+//!     assert_eq!(ws.recv().await?, Some(Message::text("hello")));
+//!     ws.close(1000, "done").await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! permessage-deflate is off until asked for: `ServerConfig::default().with_deflate(
+//! Some(DeflateConfig::default()))` accepts clients' offers, and the same call on a
+//! [`tokio::ClientConfig`] makes one.
+//!
+//! ## A client (tokio)
+//!
+//! [`tokio::connect`] resolves the host, connects (within
+//! [`connect_timeout`](tokio::ClientConfig::connect_timeout)) and runs the handshake. The
+//! server here is the plainest one: [`tokio::accept`] on a stream from a
+//! `TcpListener`, sending one greeting.
+//!
+#![cfg_attr(feature = "tokio", doc = "```")]
+#![cfg_attr(not(feature = "tokio"), doc = "```ignore")]
+//! use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
+//! use tokio::net::TcpListener;
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! #   std::thread::spawn(|| {
+//! #       std::thread::sleep(std::time::Duration::from_secs(30));
+//! #       eprintln!("doctest timed out");
+//! #       std::process::exit(1);
+//! #   });
+//!     let listener = TcpListener::bind("127.0.0.1:0").await?;
+//!     let url = format!("ws://{}/greeting", listener.local_addr()?);
+//!     tokio::spawn(async move {
+//!         let (stream, _) = listener.accept().await?;
+//!         let mut ws = accept(stream, &ServerConfig::default()).await?;
+//!         ws.send_text("welcome").await?;
+//!         // Wait for the client's close: `recv` answers it and returns `Ok(None)`.
+//!         while ws.recv().await?.is_some() {}
+//!         Ok::<_, rapidws::tokio::Error>(())
+//!     });
+//!
+//!     let config = ClientConfig::default().with_header("Authorization", "Bearer t0ken");
+//!     let mut ws = connect(&url, &config).await?;
+//!     match ws.recv().await? {
+//!         Some(Message::Text(text)) => assert_eq!(text, "welcome"),
+//!         other => panic!("expected a greeting, got {other:?}"),
+//!     }
+//!     // Sends our close, waits for the server's answer and for it to close TCP.
+//!     ws.close(1000, "bye").await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## The sans-IO core, driven by hand
+//!
+//! No socket, no runtime: the bytes a client writes are handed to a server and back
+//! through plain buffers. This is the whole protocol; the IO layers do exactly this with a
+//! socket and a clock.
+//!
+//! - The [`handshake`] parsers take the bytes read and return the request or response,
+//!   with any bytes that followed the head (the first frames) in `leftover`.
+//! - A [`Connection`] takes received bytes ([`Connection::handle_bytes`]), yields events
+//!   ([`Connection::poll_event`] borrowed, [`Connection::poll_event_owned`] owned) and
+//!   frames to write ([`Connection::poll_transmit`], or
+//!   [`Connection::write_pending`] into one buffer). Time is passed in as an [`Instant`](std::time::Instant):
+//!   call [`Connection::handle_timeout`] when [`Connection::poll_timeout`] says.
+//!
+//! ```
+//! use std::time::Instant;
+//!
+//! use rapidws::connection::OwnedEvent;
+//! use rapidws::handshake::{
+//!     ClientConfig, ClientHandshake, ClientRequest, ServerConfig, ServerHandshake,
+//! };
+//! use rapidws::{Config, Connection, Event, Role};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let now = Instant::now();
+//!
+//! // The opening handshake: the client's request goes to the server, the answer back.
+//! let request = ClientRequest::new("example.com", "/echo");
+//! let (mut client_hs, request_bytes) = ClientHandshake::new(&request, ClientConfig::default())?;
+//! let server_config = ServerConfig::default();
+//! let request = ServerHandshake::new(&server_config)
+//!     .feed(&request_bytes)?
+//!     .expect("the whole request head was fed");
+//! assert_eq!(request.path(), "/echo");
+//! let accepted = request.accept(&server_config)?;
+//! let upgraded = client_hs
+//!     .feed(&accepted.response)?
+//!     .expect("the whole response head was fed");
+//!
+//! let mut client = Connection::new(Role::Client, Config::default(), now);
+//! let mut server = Connection::new(Role::Server, Config::default(), now);
+//! // Bytes that arrived after a head are the peer's first frames.
+//! client.handle_bytes(now, &upgraded.leftover);
+//! server.handle_bytes(now, &accepted.leftover);
+//!
+//! // The client sends a message; its (masked) frame crosses the "wire".
+//! client.send_text("hello")?;
+//! let mut wire = Vec::new();
+//! client.write_pending(&mut wire);
+//! server.handle_bytes(now, &wire);
+//!
+//! // The server echoes every data message, handing the received payload back without
+//! // a copy.
+//! while let Some(event) = server.poll_event_owned() {
+//!     if let OwnedEvent::Message { kind, data } = event? {
+//!         server.send_bytes(kind, data)?;
+//!     }
+//! }
+//!
+//! // Frame by frame this time: a header and a payload, for one vectored write.
+//! let mut wire = Vec::new();
+//! while let Some(frame) = server.poll_transmit() {
+//!     wire.extend_from_slice(frame.header());
+//!     wire.extend_from_slice(frame.payload());
+//! }
+//! client.handle_bytes(now, &wire);
+//!
+//! match client.poll_event() {
+//!     Some(Ok(Event::Message(msg))) => assert_eq!(msg.as_text(), Some("hello")),
+//!     other => panic!("expected the echo, got {other:?}"),
+//! }
+//! assert!(client.poll_event().is_none(), "nothing else arrived");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! With permessage-deflate, `Accepted::deflate` and `Upgraded::deflate` hold the agreed
+//! parameters; give each end a `deflate::PerMessageDeflate` made from them with
+//! `Connection::set_deflate` before any frame passes.
+//!
+//! ## Broadcast with `PreparedMessage`
+//!
+//! A [`PreparedMessage`] is framed once (and, for peers with permessage-deflate,
+//! compressed once per window size); sending it to a server connection queues a shared
+//! reference to the same bytes: no copy, no allocation, no compression per recipient.
+//! `try_send_prepared` never waits: past the send queue's limit it answers `QueueFull`,
+//! the way to drop a slow consumer instead of stalling everyone (see
+//! `examples/broadcast.rs`).
+//!
+#![cfg_attr(feature = "tokio", doc = "```")]
+#![cfg_attr(not(feature = "tokio"), doc = "```ignore")]
+//! use rapidws::PreparedMessage;
+//! use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
+//! use tokio::net::TcpListener;
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! #   std::thread::spawn(|| {
+//! #       std::thread::sleep(std::time::Duration::from_secs(30));
+//! #       eprintln!("doctest timed out");
+//! #       std::process::exit(1);
+//! #   });
+//!     const CLIENTS: usize = 3;
+//!     let listener = TcpListener::bind("127.0.0.1:0").await?;
+//!     let url = format!("ws://{}/", listener.local_addr()?);
+//!     let hub = tokio::spawn(async move {
+//!         let mut peers = Vec::new();
+//!         for _ in 0..CLIENTS {
+//!             let (stream, _) = listener.accept().await?;
+//!             peers.push(accept(stream, &ServerConfig::default()).await?);
+//!         }
+//!         let news = PreparedMessage::text(r#"{"price":42}"#);
+//!         for ws in &mut peers {
+//!             ws.send_prepared(&news).await?;
+//!         }
+//!         for ws in &mut peers {
+//!             while ws.recv().await?.is_some() {}
+//!         }
+//!         Ok::<_, rapidws::tokio::Error>(())
+//!     });
+//!
+//!     for _ in 0..CLIENTS {
+//!         let mut ws = connect(&url, &ClientConfig::default()).await?;
+//!         tokio::spawn(async move {
+//!             let msg = ws.recv().await?;
+//!             assert_eq!(msg, Some(Message::text(r#"{"price":42}"#)));
+//!             ws.close(1000, "").await
+//!         });
+//!     }
+//!     hub.await??;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## Blocking
+//!
+//! The [`blocking`] layer runs the same core over `std::net::TcpStream` or any
+//! `Read + Write`, one thread per connection. Bound every wait with the socket's read
+//! timeout ([`blocking::ClientConfig::read_timeout`] sets it for `connect`, 30 s by
+//! default).
+//!
+#![cfg_attr(feature = "blocking", doc = "```")]
+#![cfg_attr(not(feature = "blocking"), doc = "```ignore")]
+//! use std::net::TcpListener;
+//! use std::time::Duration;
+//!
+//! use rapidws::blocking::{ClientConfig, Message, ServerConfig, accept, connect};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # std::thread::spawn(|| {
+//! #     std::thread::sleep(Duration::from_secs(30));
+//! #     eprintln!("doctest timed out");
+//! #     std::process::exit(1);
+//! # });
+//! let listener = TcpListener::bind("127.0.0.1:0")?;
+//! let url = format!("ws://{}/", listener.local_addr()?);
+//! let server = std::thread::spawn(move || -> Result<(), rapidws::blocking::Error> {
+//!     let (stream, _) = listener.accept()?;
+//!     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+//!     let mut ws = accept(stream, &ServerConfig::default())?;
+//!     // Echo until the client closes: `read` answers the close and returns `Ok(None)`.
+//!     while let Some(msg) = ws.read()? {
+//!         if msg.is_data() {
+//!             ws.send(msg)?;
+//!         }
+//!     }
+//!     Ok(())
+//! });
+//!
+//! let config = ClientConfig::default().with_read_timeout(Some(Duration::from_secs(10)));
+//! let mut ws = connect(&url, &config)?;
+//! ws.send_text("hello")?;
+//! assert_eq!(ws.read()?, Some(Message::text("hello")));
+//! ws.close(1000, "done")?;
+//! server.join().expect("server thread")?;
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
