@@ -24,8 +24,8 @@
 //! | `rustls`   | no      | `wss://` client connections over rustls (`tls::connect_tls`) |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
 //!
-//! With `default-features = false` the sans-IO core alone is built; its only
-//! dependencies are the handshake's (httparse, sha1, base64, getrandom) and `bytes`.
+//! With `default-features = false` the sans-IO core alone is built: no async runtime, no
+//! zlib, and the portable scalar kernels.
 //!
 //! # Where to start
 //!

@@ -7,6 +7,59 @@
 //!
 //! Small inputs (a ping payload, a short text frame) take an inlined scalar path before
 //! any dispatch.
+//!
+//! The kernels are streaming: [`mask::apply`] advances the key by the bytes it processed
+//! and [`utf8::Validator`] carries an incomplete code point to the next chunk, so a frame
+//! can be unmasked and checked piece by piece as it arrives. Without `std` the crate is
+//! `no_std` with no allocation; run-time detection is then off and only the backends the
+//! build's target features guarantee are used.
+//!
+//! | feature  | default | what it gives |
+//! |----------|---------|---------------|
+//! | `std`    | yes     | run-time CPU feature detection |
+//! | `avx2`   | yes     | the x86_64 AVX2 backend |
+//! | `avx512` | yes     | the x86_64 AVX-512 (F + BW) backend |
+//! | `neon`   | yes     | the aarch64 NEON backend |
+//!
+//! ```
+//! use rapidws_simd::{Backend, mask, utf8};
+//!
+//! // RFC 6455 5.3: a client masks every payload byte with the 4-byte key, cycling.
+//! let text = "grüße, WebSocket! ".repeat(8);
+//! let mut frame = text.clone().into_bytes();
+//! let key = [0x37, 0xfa, 0x21, 0x3d];
+//! mask::apply(&mut frame, &mut key.clone());
+//! assert_ne!(frame, text.as_bytes());
+//!
+//! // The receiver unmasks the frame as it arrives, in two pieces here, split inside the
+//! // two-byte 'ü', and validates the UTF-8 as it goes.
+//! let mut k = key;
+//! let mut validator = utf8::Validator::new();
+//! let (head, tail) = frame.split_at_mut(3);
+//! utf8::unmask_validate(head, &mut k, &mut validator).unwrap();
+//! assert!(!validator.is_complete(), "the 'ü' is cut in half");
+//! utf8::unmask_validate(tail, &mut k, &mut validator).unwrap();
+//! validator.finish().unwrap();
+//! assert_eq!(frame, text.as_bytes());
+//!
+//! // One-shot validation; the error says where, like `core::str::Utf8Error`.
+//! assert!(utf8::validate(text.as_bytes()).is_ok());
+//! let err = utf8::validate(b"caf\xc3(").unwrap_err();
+//! assert_eq!((err.valid_up_to(), err.error_len()), (3, Some(1)));
+//!
+//! // The backend this CPU runs, and every backend against the portable reference.
+//! println!("best backend: {}", Backend::best().name());
+//! assert!(Backend::best().is_available());
+//! let mut reference = text.clone().into_bytes();
+//! mask::apply_with(Backend::Scalar, &mut reference, &mut key.clone()).unwrap();
+//! for backend in Backend::ALL {
+//!     let mut buf = text.clone().into_bytes();
+//!     // `None` when this CPU or build lacks the backend.
+//!     if mask::apply_with(backend, &mut buf, &mut key.clone()).is_some() {
+//!         assert_eq!(buf, reference, "{}", backend.name());
+//!     }
+//! }
+//! ```
 #![no_std]
 #![deny(missing_docs)]
 
