@@ -687,8 +687,20 @@ impl Connection {
         }
     }
 
-    /// Sends a whole message (copied; masked for clients; compressed when deflate is on
-    /// and the policy says so).
+    /// Queues a whole message as one frame: copied, masked for clients, compressed when
+    /// permessage-deflate is on and the policy says so. Take it with
+    /// [`poll_transmit`](Self::poll_transmit).
+    ///
+    /// A `Text` payload is not checked here: it must be UTF-8, or the peer fails the
+    /// connection with 1007 ([`send_text`](Self::send_text) takes a `&str`). No size
+    /// limit applies on the sending side.
+    ///
+    /// # Errors
+    ///
+    /// Nothing is queued on error. [`SendError::Closed`] after our close or a failure;
+    /// [`SendError::MessageInProgress`] between [`begin_message`](Self::begin_message)
+    /// and [`end_message`](Self::end_message); [`SendError::Random`] when no masking key
+    /// could be drawn (client); `SendError::Deflate` when compression failed.
     pub fn send(&mut self, kind: MessageKind, payload: &[u8]) -> Result<(), SendError> {
         self.check_open()?;
         if self.sending.is_some() {
@@ -719,8 +731,10 @@ impl Connection {
         self.send(MessageKind::Binary, data)
     }
 
-    /// Sends a whole message given as `Bytes`: a server sending uncompressed queues it
-    /// without a copy.
+    /// [`send`](Self::send) for a payload the caller owns: a server sending it
+    /// uncompressed queues the `Bytes` itself, without a copy (a received message can be
+    /// echoed this way). Clients and compressing servers copy it as `send` does. Fails
+    /// like `send`.
     pub fn send_bytes(&mut self, kind: MessageKind, payload: Bytes) -> Result<(), SendError> {
         #[cfg(feature = "deflate")]
         let compressing = self.deflate.is_some();
@@ -736,7 +750,15 @@ impl Connection {
         self.queue_owned(true, false, kind.opcode(), payload)
     }
 
-    /// Queues a prepared frame as-is (servers only; never compressed).
+    /// Queues a prepared frame as-is: a `Bytes` clone, no copy. Servers only, and never
+    /// compressed, even with permessage-deflate on (an uncompressed message is always
+    /// valid); [`send_prepared_message`](Self::send_prepared_message) sends the
+    /// compressed form when it pays.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::PreparedOnClient`] on a client (its frames need fresh masks), and the
+    /// errors of [`send`](Self::send).
     pub fn send_prepared(&mut self, frame: &PreparedFrame) -> Result<(), SendError> {
         self.check_open()?;
         if self.role == Role::Client {
@@ -771,7 +793,12 @@ impl Connection {
 
     /// Starts a fragmented message; send its parts with [`send_chunk`](Self::send_chunk)
     /// and finish with [`end_message`](Self::end_message). Control frames may be sent in
-    /// between; other messages may not.
+    /// between; other messages may not. Nothing is queued until the first chunk.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::Closed`] after our close; [`SendError::MessageInProgress`] when a
+    /// fragmented message is already open.
     pub fn begin_message(&mut self, kind: MessageKind) -> Result<(), SendError> {
         self.check_open()?;
         if self.sending.is_some() {
@@ -787,12 +814,20 @@ impl Connection {
     }
 
     /// Sends one non-final fragment of the message begun with
-    /// [`begin_message`](Self::begin_message).
+    /// [`begin_message`](Self::begin_message). A text message's chunks may split a code
+    /// point; the whole must be UTF-8. With permessage-deflate the chunk is compressed
+    /// and a frame is queued only once the compressor has output.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::NoMessageInProgress`] without `begin_message`, and the errors of
+    /// [`send`](Self::send) but `MessageInProgress`.
     pub fn send_chunk(&mut self, data: &[u8]) -> Result<(), SendError> {
         self.fragment(data, false)
     }
 
-    /// Sends the final fragment (possibly empty) and ends the message.
+    /// Sends the final fragment (possibly empty) and ends the message; fails like
+    /// [`send_chunk`](Self::send_chunk).
     pub fn end_message(&mut self, data: &[u8]) -> Result<(), SendError> {
         self.fragment(data, true)
     }
@@ -835,7 +870,13 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends a ping (payload at most 125 bytes).
+    /// Queues a ping. Control frames go out ahead of queued data frames, and may be sent
+    /// in the middle of a fragmented message.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::ControlTooLong`] for a payload over 125 bytes (RFC 6455 5.5);
+    /// [`SendError::Closed`] after our close.
     pub fn ping(&mut self, payload: &[u8]) -> Result<(), SendError> {
         self.check_open()?;
         self.queue_control(OpCode::Ping, Bytes::copy_from_slice(payload))
