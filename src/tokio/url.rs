@@ -45,7 +45,9 @@ impl fmt::Display for UrlError {
 impl std::error::Error for UrlError {}
 
 impl WsUrl {
-    /// Parses `ws://host[:port][/path][?query]`.
+    /// Parses `ws://host[:port][/path][?query]`; the port defaults to 80 and the path to
+    /// `/`. [`UrlError`] says what is wrong: another scheme (for `wss://`, see
+    /// [`UrlError::UnsupportedScheme`]), a fragment, user information, or a bad host or port.
     pub fn parse(url: &str) -> Result<WsUrl, UrlError> {
         let rest = strip_prefix_ignore_case(url, "ws://").ok_or(UrlError::UnsupportedScheme)?;
         // RFC 6455 3: "Fragment identifiers are meaningless in the context of WebSocket

@@ -193,7 +193,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         }
     }
 
-    /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
+    /// Receives the next message: text, binary, a ping or pong (already answered), or the
+    /// peer's close (already echoed). `Ok(None)` once the connection has closed, and on
+    /// every call after that. Cancel-safe: a message is never lost to a dropped future.
+    ///
+    /// Receiving also writes: pongs and the close echo go out as the frames arrive, and
+    /// messages queued with [`feed`](Self::feed) or [`try_send`](Self::try_send) are
+    /// written when the receive would otherwise wait. The keepalive, idle and close timers
+    /// run here too, so keep a receive pending on an open connection.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Protocol`] or `Error::Deflate` when the peer broke the protocol (our close
+    /// with its code was sent), [`Error::Timeout`] when a timer of
+    /// [`Config`](super::Config) ran out, [`Error::Io`] when the socket failed (the peer
+    /// vanishing without a close is `UnexpectedEof`). An error is returned once;
+    /// later calls return `Ok(None)`.
     pub async fn recv(&mut self) -> Result<Option<Message>, Error> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
@@ -270,7 +285,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         queue_message(&mut self.engine, msg)
     }
 
-    /// Sends `msg`: waits for room, queues it and writes the queue out.
+    /// Sends `msg`: waits for room in the send queue, queues it and writes the queue out.
+    /// A `Close` message starts the closing handshake (then receive until `None`, or use
+    /// [`close`](Self::close)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] after the close handshake started or the connection failed;
+    /// [`Error::Send`] for a control payload over 125 bytes, a close code that may not be
+    /// sent, or a message while [`begin_message`](Self::begin_message) is open;
+    /// [`Error::Io`] when the socket failed. A future dropped after the message was
+    /// queued leaves it in the queue, written by the next receive or flush.
     pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
         self.feed(msg).await?;
         self.flush().await
@@ -324,7 +349,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         }
     }
 
-    /// Sends a ping.
+    /// Sends a ping (payload at most 125 bytes, else [`Error::Send`]). The pong arrives as
+    /// a [`Message::Pong`] from [`recv`](Self::recv). The keepalive in
+    /// [`Config`](super::Config) pings on its own.
     pub async fn ping(&mut self, payload: impl Into<Bytes>) -> Result<(), Error> {
         self.send(Message::Ping(payload.into())).await
     }
