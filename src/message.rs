@@ -10,7 +10,7 @@ use bytes::Bytes;
 pub struct Utf8Bytes(Bytes);
 
 impl Utf8Bytes {
-    /// Wraps `bytes` if they are valid UTF-8.
+    /// Wraps `bytes` without a copy if they are valid UTF-8; hands them back otherwise.
     pub fn try_from_bytes(bytes: Bytes) -> Result<Self, Bytes> {
         match crate::simd::utf8::validate(&bytes) {
             Ok(()) => Ok(Utf8Bytes(bytes)),

@@ -30,6 +30,9 @@ pub enum HeaderError {
 }
 
 /// Parses one header at the start of `buf`. `Ok(None)` means more bytes are needed.
+///
+/// Only the wire format is checked ([`HeaderError`]); opcodes, RSV bits, masking and
+/// length limits are the caller's rules.
 #[inline]
 pub fn parse_header(buf: &[u8]) -> Result<Option<FrameHeader>, HeaderError> {
     if buf.len() < 2 {

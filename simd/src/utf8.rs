@@ -139,7 +139,10 @@ impl Validator {
         self.partial_len == 0
     }
 
-    /// Validates the next chunk of the message.
+    /// Validates the next chunk of the message. An error's
+    /// [`valid_up_to`](Utf8Error::valid_up_to) counts from the start of the message; an
+    /// incomplete code point at the end of the chunk is carried, not an error, until
+    /// [`finish`](Self::finish).
     #[inline]
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
         if self.partial_len == 0 && chunk.len() < SMALL {

@@ -104,7 +104,8 @@ impl MaskKeys {
         }
     }
 
-    /// The next masking key.
+    /// The next masking key. Keys are drawn from the OS 256 bytes (64 keys) at a time.
+    /// [`RandomError`] when the OS has no entropy to give; the connection cannot send then.
     pub fn next_key(&mut self) -> Result<[u8; 4], RandomError> {
         if self.pos + 4 > self.pool.len() {
             getrandom::fill(&mut self.pool[..]).map_err(|_| RandomError)?;
