@@ -611,6 +611,13 @@ impl<S: Read + Write> WebSocket<S> {
 
     /// Queues `msg` and writes it out. `Message::Close` starts the close handshake (then
     /// [`read`](Self::read) until `None`, or use [`close`](Self::close)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] after the close handshake started or the connection failed;
+    /// [`Error::Send`] for a control payload over 125 bytes or a close code that may not
+    /// be sent; [`Error::Io`] when the write failed. After a write timeout the message
+    /// stays queued and the next call (or [`flush`](Self::flush)) writes the rest.
     pub fn send(&mut self, msg: Message) -> Result<(), Error> {
         let r = match msg {
             Message::Text(t) => self.conn.send_bytes(MessageKind::Text, t.into_bytes()),
@@ -626,13 +633,13 @@ impl<S: Read + Write> WebSocket<S> {
         self.flush()
     }
 
-    /// Sends a text message.
+    /// Sends a text message (copied); fails like [`send`](Self::send).
     pub fn send_text(&mut self, text: &str) -> Result<(), Error> {
         self.conn.send_text(text).map_err(Error::from_send)?;
         self.flush()
     }
 
-    /// Sends a binary message.
+    /// Sends a binary message (copied); fails like [`send`](Self::send).
     pub fn send_binary(&mut self, data: &[u8]) -> Result<(), Error> {
         self.conn.send_binary(data).map_err(Error::from_send)?;
         self.flush()
@@ -676,6 +683,14 @@ impl<S: Read + Write> WebSocket<S> {
     /// Reads the next message: text, binary, a ping or pong (already answered), or the
     /// peer's close (already echoed). `Ok(None)` once the connection has closed cleanly
     /// (and after an error has been returned).
+    ///
+    /// # Errors
+    ///
+    /// A socket timeout ([`Error::is_timeout`]) loses nothing: call again.
+    /// [`Error::Protocol`] or `Error::Deflate` when the peer broke the protocol (our close
+    /// with its code was sent), [`Error::Timeout`] when a connection timer ran out,
+    /// [`Error::Io`] of kind `UnexpectedEof` when the peer closed TCP without a close
+    /// frame. These end the connection.
     pub fn read(&mut self) -> Result<Option<Message>, Error> {
         loop {
             if self.state == State::Done {

@@ -154,7 +154,8 @@ impl fmt::Write for PayloadWriter<'_> {
 }
 
 impl PreparedMessage {
-    /// Prepares a `kind` message with a copy of `payload`. Text must be UTF-8.
+    /// Prepares a `kind` message with a copy of `payload`.
+    /// [`PrepareError::InvalidUtf8`] when a text payload is not UTF-8.
     pub fn new(kind: MessageKind, payload: &[u8]) -> Result<Self, PrepareError> {
         Self::build(kind, |w| {
             w.extend_from_slice(payload);
@@ -162,12 +163,12 @@ impl PreparedMessage {
         })
     }
 
-    /// Prepares a text message.
+    /// Prepares a text message (one copy, into the frame buffer).
     pub fn text(text: &str) -> Self {
         Self::finish(MessageKind::Text, Self::buffer(text.len()), text.as_bytes())
     }
 
-    /// Prepares a binary message.
+    /// Prepares a binary message (one copy, into the frame buffer).
     pub fn binary(data: &[u8]) -> Self {
         Self::finish(MessageKind::Binary, Self::buffer(data.len()), data)
     }
