@@ -1,15 +1,31 @@
 //! The blocking IO layer: WebSocket connections over `std::net::TcpStream` or any
 //! `Read + Write`, on the same sans-IO [`Connection`] as the tokio layer.
 //!
-//! ```no_run
-//! use rapidws::blocking::{ClientConfig, Message, connect};
+//! ```
+//! use std::net::TcpListener;
 //!
-//! # fn run() -> Result<(), rapidws::blocking::Error> {
-//! let mut ws = connect("ws://127.0.0.1:9001/", &ClientConfig::default())?;
-//! ws.send(Message::text("hello"))?;
-//! while let Some(msg) = ws.read()? {
-//!     println!("{msg:?}");
-//! }
+//! use rapidws::blocking::{ClientConfig, Message, ServerConfig, accept, connect};
+//!
+//! # fn main() -> Result<(), rapidws::blocking::Error> {
+//! # std::thread::spawn(|| {
+//! #     std::thread::sleep(std::time::Duration::from_secs(30));
+//! #     eprintln!("doctest timed out");
+//! #     std::process::exit(1);
+//! # });
+//! // A server thread for one connection, on any free loopback port.
+//! let listener = TcpListener::bind("127.0.0.1:0")?;
+//! let url = format!("ws://{}/", listener.local_addr()?);
+//! let server = std::thread::spawn(move || -> Result<(), rapidws::blocking::Error> {
+//!     let mut ws = accept(listener.accept()?.0, &ServerConfig::default())?;
+//!     ws.send_text("hi")?;
+//!     while ws.read()?.is_some() {} // until the client's close, answered by `read`
+//!     Ok(())
+//! });
+//!
+//! let mut ws = connect(&url, &ClientConfig::default())?;
+//! assert_eq!(ws.read()?, Some(Message::text("hi")));
+//! ws.close(1000, "bye")?;
+//! server.join().expect("server thread")?;
 //! # Ok(())
 //! # }
 //! ```

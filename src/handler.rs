@@ -2,10 +2,11 @@
 //! [`Handler`] value per connection (its fields are the per-connection state) whose
 //! `on_*` methods are called as things happen, and a [`Socket`] to send from inside them.
 //!
-//! ```no_run
-//! use rapidws::handler::{Handler, Socket, serve_handler};
-//! use rapidws::tokio::{Message, ServerConfig};
+//! ```
+//! use rapidws::handler::{Handler, Socket, dial_handler, serve_handler};
+//! use rapidws::tokio::{ClientConfig, Message, ServerConfig};
 //!
+//! /// The server side: echoes every message. Its fields are per-connection state.
 //! struct Echo {
 //!     count: u64,
 //! }
@@ -17,10 +18,38 @@
 //!     }
 //! }
 //!
-//! # async fn run() -> std::io::Result<()> {
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:9004").await?;
-//! serve_handler(listener, ServerConfig::default(), |_peer| Echo { count: 0 }).await
-//! # }
+//! /// The client side: says hello, and closes once the echo is back.
+//! struct Hello {
+//!     echo: Option<Message>,
+//! }
+//!
+//! impl Handler for Hello {
+//!     fn on_open(&mut self, socket: &mut Socket) {
+//!         socket.send_text("hello");
+//!     }
+//!     fn on_message(&mut self, socket: &mut Socket, msg: Message) {
+//!         self.echo = Some(msg);
+//!         socket.close(1000, "done");
+//!     }
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! #   std::thread::spawn(|| {
+//! #       std::thread::sleep(std::time::Duration::from_secs(30));
+//! #       eprintln!("doctest timed out");
+//! #       std::process::exit(1);
+//! #   });
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//!     let url = format!("ws://{}/", listener.local_addr()?);
+//!     tokio::spawn(serve_handler(listener, ServerConfig::default(), |_peer| Echo { count: 0 }));
+//!
+//!     let mut client = Hello { echo: None };
+//!     // Returns once the connection has closed: `Ok(())` after a clean close.
+//!     dial_handler(&url, &ClientConfig::default(), &mut client).await?;
+//!     assert_eq!(client.echo, Some(Message::text("hello")));
+//!     Ok(())
+//! }
 //! ```
 //!
 //! Callbacks are plain functions: they run on the connection's task and must not block.

@@ -1,15 +1,35 @@
 //! The tokio IO layer: WebSocket connections over any `AsyncRead + AsyncWrite`, a client
 //! ([`connect`]) and a server ([`accept`], [`serve`]).
 //!
-//! ```no_run
-//! use rapidws::tokio::{ClientConfig, Message, connect};
+//! ```
+//! use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
+//! use tokio::net::TcpListener;
 //!
-//! # async fn run() -> Result<(), rapidws::tokio::Error> {
-//! let mut ws = connect("ws://127.0.0.1:9001/", &ClientConfig::default()).await?;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), rapidws::tokio::Error> {
+//! # std::thread::spawn(|| {
+//! #     std::thread::sleep(std::time::Duration::from_secs(30));
+//! #     eprintln!("doctest timed out");
+//! #     std::process::exit(1);
+//! # });
+//! // A server for one connection, on any free loopback port.
+//! let listener = TcpListener::bind("127.0.0.1:0").await?;
+//! let url = format!("ws://{}/", listener.local_addr()?);
+//! tokio::spawn(async move {
+//!     let (stream, _) = listener.accept().await?;
+//!     let mut ws = accept(stream, &ServerConfig::default()).await?;
+//!     while let Some(msg) = ws.recv().await? {
+//!         if msg.is_data() {
+//!             ws.send(msg).await?;
+//!         }
+//!     }
+//!     Ok::<_, rapidws::tokio::Error>(())
+//! });
+//!
+//! let mut ws = connect(&url, &ClientConfig::default()).await?;
 //! ws.send(Message::text("hello")).await?;
-//! while let Some(msg) = ws.recv().await? {
-//!     println!("{msg:?}");
-//! }
+//! assert_eq!(ws.recv().await?, Some(Message::text("hello")));
+//! ws.close(1000, "").await?;
 //! # Ok(())
 //! # }
 //! ```
