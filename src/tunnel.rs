@@ -8,15 +8,41 @@
 //! stream: each direction ends on its own, as with TCP's half-close. Pings are answered
 //! and pongs skipped while reading.
 //!
-//! ```no_run
-//! use rapidws::tokio::{ClientConfig, connect};
-//! use rapidws::tunnel::Tunnel;
+//! To carry a local service, `tokio::io::copy_bidirectional(&mut tcp_stream, &mut tunnel)`.
+//! Here both ends are tunnels and the server echoes the stream it reads:
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let ws = connect("ws://127.0.0.1:9005/", &ClientConfig::default()).await?;
-//! let mut tunnel = Tunnel::new(ws);
-//! let mut local = tokio::net::TcpStream::connect("127.0.0.1:22").await?;
-//! tokio::io::copy_bidirectional(&mut local, &mut tunnel).await?;
+//! ```
+//! use rapidws::tokio::{ClientConfig, ServerConfig, accept, connect};
+//! use rapidws::tunnel::Tunnel;
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # std::thread::spawn(|| {
+//! #     std::thread::sleep(std::time::Duration::from_secs(30));
+//! #     eprintln!("doctest timed out");
+//! #     std::process::exit(1);
+//! # });
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let url = format!("ws://{}/", listener.local_addr()?);
+//! tokio::spawn(async move {
+//!     let (stream, _) = listener.accept().await?;
+//!     let mut tunnel = Tunnel::new(accept(stream, &ServerConfig::default()).await?);
+//!     let mut data = Vec::new();
+//!     tunnel.read_to_end(&mut data).await?; // until the client shuts its side down
+//!     tunnel.write_all(&data).await?;
+//!     tunnel.shutdown().await?;
+//!     tunnel.close().await?;
+//!     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+//! });
+//!
+//! let mut tunnel = Tunnel::new(connect(&url, &ClientConfig::default()).await?);
+//! tunnel.write_all(b"SSH-2.0-any byte stream\r\n").await?;
+//! tunnel.shutdown().await?; // half-close: the server reads end of stream
+//! let mut echoed = Vec::new();
+//! tunnel.read_to_end(&mut echoed).await?;
+//! assert_eq!(echoed, b"SSH-2.0-any byte stream\r\n");
+//! tunnel.close().await?;
 //! # Ok(())
 //! # }
 //! ```
