@@ -53,7 +53,7 @@ pub struct Decoded {
     pub item: Option<Item>,
 }
 
-/// A decoded unit.
+/// What one [`Decoder::decode`] call found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
     /// Payload bytes of a data message, already unmasked (and validated, for uncompressed text).
@@ -112,6 +112,37 @@ struct MessageState {
 /// call's `consumed` ended) until it returns no item; feed it more bytes and repeat. The
 /// result does not depend on how the stream was split into calls, except that data payload
 /// may come in more, smaller chunks.
+///
+/// ```
+/// use rapidws::Role;
+/// use rapidws::codec::{Decoder, DecoderConfig, Encoder, Item, MessageKind, OpCode};
+///
+/// // A client's text frame: masked, as RFC 6455 5.1 requires.
+/// let mut wire = Vec::new();
+/// Encoder::new(Role::Client).encode_into(true, false, OpCode::Text, b"hello", &mut wire)?;
+///
+/// // A server decodes it as it arrives, 4 bytes at a time.
+/// let mut decoder = Decoder::new(DecoderConfig::new(Role::Server));
+/// let (mut received, mut text) = (Vec::new(), Vec::new());
+/// for part in wire.chunks(4) {
+///     received.extend_from_slice(part);
+///     loop {
+///         let step = decoder.decode(&mut received)?;
+///         if let Some(Item::Data(chunk)) = &step.item {
+///             assert_eq!(chunk.kind, MessageKind::Text);
+///             // Unmasked and UTF-8-checked in place.
+///             text.extend_from_slice(&received[chunk.payload.clone()]);
+///         }
+///         received.drain(..step.consumed);
+///         if step.item.is_none() {
+///             break; // more bytes needed
+///         }
+///     }
+/// }
+/// assert_eq!(text, b"hello");
+/// assert!(!decoder.in_message());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Decoder {
     config: DecoderConfig,
