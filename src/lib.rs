@@ -203,7 +203,7 @@
 //!
 //! With permessage-deflate, `Accepted::deflate` and `Upgraded::deflate` hold the agreed
 //! parameters; give each end a `deflate::PerMessageDeflate` made from them with
-//! `Connection::set_deflate` before any frame passes.
+//! `Connection::set_deflate` before any frame passes (the [`connection`] module shows it).
 //!
 //! ## Broadcast with `PreparedMessage`
 //!

@@ -1,6 +1,61 @@
 //! The sans-IO WebSocket connection: bytes and time in, events and bytes out.
 //!
-//! See [`Connection`] for the call order.
+//! See [`Connection`] for the call order, and the [crate documentation](crate#the-sans-io-core-driven-by-hand)
+//! for a client and a server wired together, handshake included.
+//!
+//! With permessage-deflate the handshake's agreed parameters go to each end's
+//! [`Connection::set_deflate`] before any frame passes; from then on sending and receiving
+//! compress and inflate on their own:
+//!
+#![cfg_attr(feature = "deflate", doc = "```")]
+#![cfg_attr(not(feature = "deflate"), doc = "```ignore")]
+//! use std::time::Instant;
+//!
+//! use rapidws::connection::{Config, Connection, Event};
+//! use rapidws::deflate::{DeflateConfig, PerMessageDeflate};
+//! use rapidws::handshake::{
+//!     ClientConfig, ClientHandshake, ClientRequest, ServerConfig, ServerHandshake,
+//! };
+//! use rapidws::Role;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let now = Instant::now();
+//! let deflate = DeflateConfig::default();
+//!
+//! // The client offers permessage-deflate; the server accepts it.
+//! let client_config = ClientConfig::default().with_deflate(Some(deflate.clone()));
+//! let request = ClientRequest::new("example.com", "/");
+//! let (mut client_hs, request_bytes) = ClientHandshake::new(&request, client_config)?;
+//! let server_config = ServerConfig::default().with_deflate(Some(deflate.clone()));
+//! let accepted = ServerHandshake::new(&server_config)
+//!     .feed(&request_bytes)?
+//!     .expect("the whole request head was fed")
+//!     .accept(&server_config)?;
+//! let upgraded = client_hs.feed(&accepted.response)?.expect("the whole response head was fed");
+//!
+//! let mut client = Connection::new(Role::Client, Config::default(), now);
+//! let mut server = Connection::new(Role::Server, Config::default(), now);
+//! if let Some(params) = upgraded.deflate {
+//!     client.set_deflate(PerMessageDeflate::new(Role::Client, params, &deflate));
+//! }
+//! if let Some(params) = accepted.deflate {
+//!     server.set_deflate(PerMessageDeflate::new(Role::Server, params, &deflate));
+//! }
+//!
+//! let text = "to compress, or not to compress: ".repeat(40);
+//! client.send_text(&text)?;
+//! let mut wire = Vec::new();
+//! client.write_pending(&mut wire);
+//! assert!(wire.len() < text.len() / 10, "{} bytes on the wire", wire.len());
+//!
+//! server.handle_bytes(now, &wire);
+//! match server.poll_event() {
+//!     Some(Ok(Event::Message(msg))) => assert_eq!(msg.as_text(), Some(text.as_str())),
+//!     other => panic!("expected the message, got {other:?}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 mod types;
 

@@ -68,26 +68,28 @@ pub enum CompressorPolicy {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct DeflateConfig {
-    /// Request (client) or require/accept (server) that the server resets its compressor per message.
+    /// Request (client) or require/accept (server) that the server resets its compressor
+    /// per message. Default off.
     pub server_no_context_takeover: bool,
-    /// Request (client) or require/accept (server) that the client resets its compressor per message.
+    /// Request (client) or require/accept (server) that the client resets its compressor
+    /// per message. Default off.
     pub client_no_context_takeover: bool,
-    /// Largest LZ77 window the server may use, 9..=15.
+    /// Largest LZ77 window the server may use, 9..=15. Default 15 (32 KiB).
     pub server_max_window_bits: u8,
-    /// Largest LZ77 window the client may use, 9..=15.
+    /// Largest LZ77 window the client may use, 9..=15. Default 15 (32 KiB).
     pub client_max_window_bits: u8,
-    /// zlib compression level, 0..=9.
+    /// zlib compression level, 0..=9. Default 1: fast, and most of the gain on text.
     pub level: i32,
-    /// zlib memory level, 1..=9.
+    /// zlib memory level, 1..=9; lower saves compressor memory. Default 8.
     pub mem_level: u8,
-    /// Messages shorter than this are sent uncompressed.
+    /// Messages shorter than this are sent uncompressed. Default 128 bytes.
     pub min_size: usize,
     /// Send a message uncompressed when deflating does not make it smaller. The compressor
     /// is then reset (with context takeover this gives up the history it held), so that it
     /// never references bytes the peer did not receive compressed. Costs a compression per
     /// such message; off by default.
     pub skip_if_not_smaller: bool,
-    /// How compressors are held.
+    /// How compressors are held. Default [`CompressorPolicy::Attached`].
     pub policy: CompressorPolicy,
 }
 
