@@ -219,6 +219,38 @@ pub const TRAILER: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
 /// set on its first frame, call [`decompress`](Self::decompress) once per frame, `fin` on
 /// the last. After an error the codec's state is undefined: fail the connection with
 /// [`DeflateError::close_code`].
+///
+/// ```
+/// use rapidws::Role;
+/// use rapidws::deflate::{DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate};
+///
+/// let config = DeflateConfig::default();
+/// let params = DeflateParams::default(); // a bare `permessage-deflate` agreement
+/// let mut server = PerMessageDeflate::new(Role::Server, params, &config);
+/// let mut client = PerMessageDeflate::new(Role::Client, params, &config);
+///
+/// // RFC 7692 7.2.3.1: "Hello" as one compressed frame's payload.
+/// let mut text = Vec::new();
+/// client.decompress(&[0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00], true, &mut text, 1024)?;
+/// assert_eq!(text, b"Hello");
+///
+/// // A round trip; the receiver bounds what it inflates.
+/// let message = "Hello, Hello, Hello, Hello".repeat(100);
+/// let mut payload = Vec::new();
+/// assert!(server.compress(message.as_bytes(), &mut payload)?);
+/// assert!(payload.len() < message.len() / 10);
+/// let mut inflated = Vec::new();
+/// client.decompress(&payload, true, &mut inflated, message.len())?;
+/// assert_eq!(inflated, message.as_bytes());
+///
+/// // With a 1000-byte limit the same payload stops at the limit, not after it.
+/// let mut limited = PerMessageDeflate::new(Role::Client, params, &config);
+/// let mut out = Vec::new();
+/// let err = limited.decompress(&payload, true, &mut out, 1000);
+/// assert_eq!(err, Err(DeflateError::TooLarge));
+/// assert!(out.capacity() <= 1001);
+/// # Ok::<(), DeflateError>(())
+/// ```
 pub struct PerMessageDeflate {
     sender: sender::Sender,
     receiver: receiver::Receiver,
