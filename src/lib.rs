@@ -33,12 +33,14 @@
 //! |----------|-----|
 //! | a server on tokio | [`tokio::serve`], or [`tokio::accept`] on a stream you accepted |
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
+//! | a `wss://` client | `tls::connect_tls` (feature `rustls`) |
+//! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
 //! | another runtime, or full control | the sans-IO [`Connection`] with the [`handshake`] parsers |
 //!
-//! The examples below all run as tests: each server listens on `127.0.0.1:0` and is
-//! reached by a client in the same program.
+//! The examples below run as doctests; the ones with sockets start their server on
+//! `127.0.0.1:0` in the same program.
 //!
 //! ## An echo server (tokio)
 //!
