@@ -95,11 +95,26 @@ pub struct Scan {
 /// at the start of `buf` into `out`, stopping at a partial frame, an invalid header, or
 /// when `out` is full. The payload of frame `i` starts at the sum of the earlier frames'
 /// sizes plus `out[i].header_len`.
+///
+/// ```
+/// use rapidws_simd::frame::{FrameHeader, scan};
+///
+/// // Two unmasked server frames, "hi" (text) and a 3-byte binary, then half a header.
+/// let buf = [0x81, 2, b'h', b'i', 0x82, 3, 1, 2, 3, 0x81];
+/// let mut headers = [FrameHeader::default(); 8];
+/// let s = scan(&buf, &mut headers);
+/// assert_eq!((s.frames, s.consumed, s.error), (2, 9, None));
+/// assert_eq!((headers[0].opcode, headers[0].payload_len), (0x1, 2));
+/// assert_eq!((headers[1].opcode, headers[1].header_len), (0x2, 2));
+/// ```
 pub fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
     scan_scalar(buf, out)
 }
 
-/// [`scan`] with a chosen backend; `None` when the CPU or build lacks it.
+/// [`scan`] with a chosen backend; `None` when the CPU or build lacks it. Header parsing
+/// has no vector kernel yet: every backend runs the same scalar code, and this entry
+/// exists so that tests and benches can loop over [`Backend::ALL`] as for the other
+/// kernels.
 pub fn scan_with(backend: Backend, buf: &[u8], out: &mut [FrameHeader]) -> Option<Scan> {
     if !backend.is_available() {
         return None;
