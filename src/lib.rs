@@ -5,6 +5,8 @@
 //! IO layers (feature `tokio`) drive that one core.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "axum")]
+pub mod axum;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 pub mod codec;
@@ -14,6 +16,8 @@ pub mod deflate;
 #[cfg(feature = "tokio")]
 pub mod handler;
 pub mod handshake;
+#[cfg(feature = "hyper")]
+pub mod hyper;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod message;
 pub mod prepared;
