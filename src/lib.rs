@@ -308,6 +308,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(feature = "axum")]
+pub mod axum;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 pub mod codec;
@@ -317,6 +319,8 @@ pub mod deflate;
 #[cfg(feature = "tokio")]
 pub mod handler;
 pub mod handshake;
+#[cfg(feature = "hyper")]
+pub mod hyper;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod message;
 pub mod prepared;

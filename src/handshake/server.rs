@@ -144,19 +144,24 @@ impl ServerError {
         }
     }
 
-    /// The full HTTP response refusing the handshake: status, `Connection: close`, the
-    /// headers the status calls for, and the reason as a plain-text body.
-    pub fn response(&self) -> Vec<u8> {
-        let reason = self.to_string();
-        let extra: &[(&str, &str)] = match self {
+    /// The header fields this refusal's status calls for, besides `Connection` and the
+    /// content headers: `Sec-WebSocket-Version` and `Upgrade` for a 426, `Allow` for a 405.
+    pub fn response_headers(&self) -> &'static [(&'static str, &'static str)] {
+        match self {
             // RFC 6455 4.2.2: "the server MUST ... respond with an appropriate HTTP error
             // code (such as 426 Upgrade Required) and a |Sec-WebSocket-Version| header
             // field indicating the version(s) the server is capable of understanding."
             ServerError::Version => &[("Sec-WebSocket-Version", "13"), ("Upgrade", "websocket")],
             ServerError::MethodNotAllowed => &[("Allow", "GET")],
             _ => &[],
-        };
-        write_refusal(self.status(), extra, reason.as_bytes())
+        }
+    }
+
+    /// The full HTTP response refusing the handshake: status, `Connection: close`, the
+    /// headers the status calls for, and the reason as a plain-text body.
+    pub fn response(&self) -> Vec<u8> {
+        let reason = self.to_string();
+        write_refusal(self.status(), self.response_headers(), reason.as_bytes())
     }
 }
 
@@ -306,14 +311,7 @@ impl Request {
         if consumed != head.len() {
             return Err(ServerError::Malformed);
         }
-        // RFC 6455 4.1: "The method of the request MUST be GET, and the HTTP version MUST
-        // be at least 1.1."
-        if req.version != Some(1) {
-            return Err(ServerError::HttpVersion);
-        }
-        if req.method != Some("GET") {
-            return Err(ServerError::MethodNotAllowed);
-        }
+        check_request_line(req.method.unwrap_or_default(), req.version == Some(1))?;
         let Some(path) = req.path else {
             return Err(ServerError::Malformed);
         };
@@ -334,6 +332,76 @@ impl Request {
             headers,
             key: 0..0,
             leftover,
+            head,
+        };
+        request.key = request.validate()?;
+        Ok(request)
+    }
+
+    /// Validates a request whose head another HTTP implementation (hyper, for example)
+    /// has already parsed: the same checks, in the same order, as [`ServerHandshake::feed`]
+    /// runs on bytes, and the same [`Request`] to [`accept`](Request::accept) or refuse.
+    ///
+    /// `version` is the HTTP version as (major, minor); only `(1, 1)` can carry this
+    /// upgrade (HTTP/2 uses extended CONNECT, RFC 8441, which this does not implement).
+    /// `target` is the request target (path and query) and `headers` every header field
+    /// in order. [`ServerConfig::max_headers`] and [`ServerConfig::max_request_size`]
+    /// (counted over the method, target, names and values) apply, as for bytes. The
+    /// request has no [`leftover`](Request::leftover): the HTTP server keeps what it read
+    /// past the head.
+    ///
+    /// ```
+    /// use rapidws::handshake::{Request, ServerConfig, ServerError};
+    ///
+    /// let config = ServerConfig::default();
+    /// let headers: [(&str, &[u8]); 5] = [
+    ///     ("host", b"example.com"),
+    ///     ("upgrade", b"websocket"),
+    ///     ("connection", b"Upgrade"),
+    ///     ("sec-websocket-key", b"dGhlIHNhbXBsZSBub25jZQ=="),
+    ///     ("sec-websocket-version", b"8"),
+    /// ];
+    /// let refused = Request::from_parts("GET", (1, 1), "/chat", headers, &config);
+    /// assert_eq!(refused, Err(ServerError::Version));
+    /// ```
+    pub fn from_parts<'h, I>(
+        method: &str,
+        version: (u8, u8),
+        target: &str,
+        headers: I,
+        config: &ServerConfig,
+    ) -> Result<Self, ServerError>
+    where
+        I: IntoIterator<Item = (&'h str, &'h [u8])>,
+    {
+        check_request_line(method, version == (1, 1))?;
+        let mut size = method.len() + target.len();
+        let mut head = Vec::with_capacity(256);
+        head.extend_from_slice(target.as_bytes());
+        let path = 0..head.len();
+        let mut ranges = Vec::new();
+        for (name, value) in headers {
+            size += name.len() + value.len();
+            if ranges.len() == config.max_headers {
+                return Err(ServerError::TooManyHeaders);
+            }
+            if size > config.max_request_size {
+                return Err(ServerError::RequestTooLarge);
+            }
+            let start = head.len();
+            head.extend_from_slice(name.as_bytes());
+            let middle = head.len();
+            head.extend_from_slice(value);
+            ranges.push((start..middle, middle..head.len()));
+        }
+        if size > config.max_request_size {
+            return Err(ServerError::RequestTooLarge);
+        }
+        let mut request = Request {
+            path,
+            headers: ranges,
+            key: 0..0,
+            leftover: Vec::new(),
             head,
         };
         request.key = request.validate()?;
@@ -478,6 +546,42 @@ impl Request {
                 "transfer-encoding",
             ],
         )?;
+        let agreement = self.agree(config)?;
+
+        let mut response = Vec::with_capacity(160);
+        http::put_status_line(&mut response, 101);
+        http::put_header(&mut response, "Upgrade", b"websocket");
+        http::put_header(&mut response, "Connection", b"Upgrade");
+        http::put_header(
+            &mut response,
+            "Sec-WebSocket-Accept",
+            agreement.accept.as_bytes(),
+        );
+        if let Some(p) = &agreement.subprotocol {
+            http::put_header(&mut response, "Sec-WebSocket-Protocol", p.as_bytes());
+        }
+        #[cfg(feature = "deflate")]
+        if let Some((_, value)) = &agreement.deflate {
+            http::put_header(&mut response, "Sec-WebSocket-Extensions", value.as_bytes());
+        }
+        for (name, value) in headers {
+            http::put_header(&mut response, name, value.as_bytes());
+        }
+        response.extend_from_slice(b"\r\n");
+
+        Ok(Accepted {
+            response,
+            subprotocol: agreement.subprotocol,
+            #[cfg(feature = "deflate")]
+            deflate: agreement.deflate.map(|(params, _)| params),
+            leftover: self.leftover,
+        })
+    }
+
+    /// Everything accepting decides, before it is written as a response: runs the origin
+    /// check, selects a subprotocol and negotiates extensions. [`accept`](Request::accept)
+    /// writes it as bytes; the hyper layer as an `http::Response`.
+    pub(crate) fn agree(&self, config: &ServerConfig) -> Result<Agreement, ServerError> {
         if let Some(check) = &config.origin_check {
             let mut origins = self.header_values("origin");
             let origin = match (origins.next(), origins.next()) {
@@ -512,33 +616,11 @@ impl Request {
             None => None,
         };
 
-        let mut response = Vec::with_capacity(160);
-        http::put_status_line(&mut response, 101);
-        http::put_header(&mut response, "Upgrade", b"websocket");
-        http::put_header(&mut response, "Connection", b"Upgrade");
-        http::put_header(
-            &mut response,
-            "Sec-WebSocket-Accept",
-            accept_key(self.key()).as_bytes(),
-        );
-        if let Some(p) = &subprotocol {
-            http::put_header(&mut response, "Sec-WebSocket-Protocol", p.as_bytes());
-        }
-        #[cfg(feature = "deflate")]
-        if let Some((_, value)) = &negotiated {
-            http::put_header(&mut response, "Sec-WebSocket-Extensions", value.as_bytes());
-        }
-        for (name, value) in headers {
-            http::put_header(&mut response, name, value.as_bytes());
-        }
-        response.extend_from_slice(b"\r\n");
-
-        Ok(Accepted {
-            response,
+        Ok(Agreement {
+            accept: accept_key(self.key()),
             subprotocol,
             #[cfg(feature = "deflate")]
-            deflate: negotiated.map(|(params, _)| params),
-            leftover: self.leftover,
+            deflate: negotiated,
         })
     }
 
@@ -559,6 +641,29 @@ impl Request {
             _ => write_refusal(500, &[], b"internal server error"),
         }
     }
+}
+
+/// What accepting a request decided ([`Request::agree`]), before it is written out.
+pub(crate) struct Agreement {
+    /// The `Sec-WebSocket-Accept` value.
+    pub(crate) accept: String,
+    /// The selected subprotocol, if any.
+    pub(crate) subprotocol: Option<String>,
+    /// The agreed permessage-deflate parameters and the `Sec-WebSocket-Extensions` value.
+    #[cfg(feature = "deflate")]
+    pub(crate) deflate: Option<(DeflateParams, String)>,
+}
+
+/// RFC 6455 4.1: "The method of the request MUST be GET, and the HTTP version MUST be at
+/// least 1.1." (HTTP/1.1 is the one version this upgrade exists in.)
+fn check_request_line(method: &str, http_1_1: bool) -> Result<(), ServerError> {
+    if !http_1_1 {
+        return Err(ServerError::HttpVersion);
+    }
+    if method != "GET" {
+        return Err(ServerError::MethodNotAllowed);
+    }
+    Ok(())
 }
 
 /// A handshake the server accepted.

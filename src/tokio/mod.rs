@@ -56,6 +56,8 @@ pub use client::{client_handshake, connect};
 pub use config::{ClientConfig, Config, ServerConfig};
 pub use error::{Error, Timeout, TrySendError};
 pub use message::{CloseFrame, Message, Utf8Bytes};
+#[cfg(feature = "hyper")]
+pub(crate) use server::open_server;
 pub use server::{Reject, accept, accept_with, serve};
 pub use url::{UrlError, WsUrl};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};

@@ -11,10 +11,10 @@ use tokio::sync::Semaphore;
 use crate::Role;
 use crate::connection::Connection;
 #[cfg(feature = "deflate")]
-use crate::deflate::PerMessageDeflate;
+use crate::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
 use crate::handshake::{Request, ServerHandshake};
 
-use super::config::ServerConfig;
+use super::config::{Config, ServerConfig};
 use super::error::{Error, Timeout};
 use super::net::{ACCEPT_BACKOFF, is_transient_accept_error};
 use super::ws::WebSocket;
@@ -113,30 +113,47 @@ where
     };
     stream.write_all(&accepted.response).await?;
     stream.flush().await?;
+    Ok(open_server(
+        stream,
+        &config.connection,
+        #[cfg(feature = "deflate")]
+        accepted.deflate.zip(config.handshake.deflate.as_ref()),
+        &accepted.leftover,
+        accepted.subprotocol,
+    ))
+}
+
+/// The server end of a connection whose handshake was accepted (by [`accept`] or by an
+/// HTTP server such as hyper): the core connection with the agreed permessage-deflate
+/// parameters and the server's deflate settings, wrapped for tokio.
+pub(crate) fn open_server<S>(
+    stream: S,
+    connection: &Config,
+    #[cfg(feature = "deflate")] deflate: Option<(DeflateParams, &DeflateConfig)>,
+    leftover: &[u8],
+    subprotocol: Option<String>,
+) -> WebSocket<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     #[allow(unused_mut)]
     let mut conn = Connection::new(
         Role::Server,
-        config.connection.protocol.clone(),
+        connection.protocol.clone(),
         super::engine::now(),
     );
     #[cfg(feature = "deflate")]
-    if let (Some(params), Some(deflate)) = (accepted.deflate, config.handshake.deflate.as_ref()) {
+    if let Some((params, deflate)) = deflate {
         conn.set_deflate(PerMessageDeflate::new(Role::Server, params, deflate));
     }
     #[cfg(feature = "tracing")]
     tracing::debug!(
         target: "rapidws::tokio",
         role = "server",
-        subprotocol = accepted.subprotocol.as_deref(),
+        subprotocol = subprotocol.as_deref(),
         "websocket open"
     );
-    Ok(WebSocket::from_connection(
-        stream,
-        conn,
-        &config.connection,
-        &accepted.leftover,
-        accepted.subprotocol,
-    ))
+    WebSocket::from_connection(stream, conn, connection, leftover, subprotocol)
 }
 
 /// Sends a refusal and closes; the peer may be gone already, which changes nothing.

@@ -1,0 +1,384 @@
+//! WebSocket upgrades served by [hyper](https://docs.rs/hyper) 1.x (feature `hyper`).
+//!
+//! hyper parses the HTTP request; [`upgrade`] validates it with the same handshake code as
+//! [`tokio::accept`](crate::tokio::accept) (method, version, `Upgrade`/`Connection`,
+//! `Sec-WebSocket-Version: 13`, the key, then the origin check, the subprotocol and
+//! permessage-deflate negotiation), and returns the `101 Switching Protocols` response to
+//! send plus an [`UpgradeFuture`]. Once hyper has written the response and handed the
+//! connection over, that future yields a [`HyperWebSocket`]. A request that cannot be
+//! upgraded gets a [`Refusal`], whose [`response`](Refusal::response) is the matching HTTP
+//! error (400, 403, 405, 426 with `Sec-WebSocket-Version: 13`, ...).
+//!
+//! The connection must be served with upgrades on (`serve_connection(..).with_upgrades()`
+//! for hyper's HTTP/1 server; axum's `serve` does so). Only HTTP/1.1 requests upgrade:
+//! WebSocket over HTTP/2 (RFC 8441) is not implemented, and such requests are refused
+//! with 400.
+//!
+//! ```no_run
+//! use std::convert::Infallible;
+//! use std::sync::Arc;
+//!
+//! use hyper::body::Incoming;
+//! use hyper::{Request, Response};
+//! use rapidws::tokio::ServerConfig;
+//!
+//! async fn handle(
+//!     mut request: Request<Incoming>,
+//!     config: Arc<ServerConfig>,
+//! ) -> Result<Response<String>, Infallible> {
+//!     match rapidws::hyper::upgrade(&mut request, &config) {
+//!         Ok((response, websocket)) => {
+//!             tokio::spawn(async move {
+//!                 let Ok(mut ws) = websocket.await else { return };
+//!                 while let Ok(Some(msg)) = ws.recv().await {
+//!                     if msg.is_data() && ws.send(msg).await.is_err() {
+//!                         break;
+//!                     }
+//!                 }
+//!             });
+//!             Ok(response)
+//!         }
+//!         Err(refusal) => Ok(refusal.response()),
+//!     }
+//! }
+//! ```
+//!
+//! The responses have a `String` body, which hyper serves as it is; use
+//! `response.map(Into::into)` for another body type.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use ::hyper::upgrade::{OnUpgrade, Upgraded};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Extensions, Method, Response, StatusCode, Uri, Version};
+use hyper_util::rt::TokioIo;
+
+#[cfg(feature = "deflate")]
+use crate::deflate::{DeflateConfig, DeflateParams};
+use crate::handshake::{self, ServerError};
+use crate::tokio::{Config, Error, ServerConfig, WebSocket};
+
+/// The WebSocket an [`UpgradeFuture`] yields: the server end over hyper's upgraded
+/// connection.
+pub type HyperWebSocket = WebSocket<TokioIo<Upgraded>>;
+
+/// Validates `request` as a WebSocket upgrade and accepts it under `config`.
+///
+/// On success, send the returned `101 Switching Protocols` response from your service and
+/// await (or spawn) the [`UpgradeFuture`]: it resolves once hyper has sent the response and
+/// released the connection. The connection uses `config.connection`; permessage-deflate is
+/// on when `config.handshake.deflate` accepted the client's offer.
+///
+/// The request's upgrade handle is taken out of its extensions, so call this once per
+/// request. On a [`Refusal`], send [`Refusal::response`].
+pub fn upgrade<B>(
+    request: &mut http::Request<B>,
+    config: &ServerConfig,
+) -> Result<(Response<String>, UpgradeFuture), Refusal> {
+    let validated = validate(
+        request.method(),
+        request.version(),
+        request.uri(),
+        request.headers(),
+        &config.handshake,
+    )?;
+    let on_upgrade = take_on_upgrade(request.extensions_mut())?;
+    switch(&validated, on_upgrade, config)
+}
+
+/// Runs the core's request checks ([`handshake::Request::from_parts`]) on a request that
+/// hyper parsed.
+pub(crate) fn validate(
+    method: &Method,
+    version: Version,
+    uri: &Uri,
+    headers: &HeaderMap,
+    config: &handshake::ServerConfig,
+) -> Result<handshake::Request, Refusal> {
+    let version = if version == Version::HTTP_11 {
+        (1, 1)
+    } else if version == Version::HTTP_10 {
+        (1, 0)
+    } else if version == Version::HTTP_09 {
+        (0, 9)
+    } else if version == Version::HTTP_2 {
+        (2, 0)
+    } else {
+        (3, 0)
+    };
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    let headers = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()));
+    handshake::Request::from_parts(method.as_str(), version, target, headers, config)
+        .map_err(Refusal::Handshake)
+}
+
+/// Takes hyper's upgrade handle out of a request's extensions.
+pub(crate) fn take_on_upgrade(extensions: &mut Extensions) -> Result<OnUpgrade, Refusal> {
+    extensions
+        .remove::<OnUpgrade>()
+        .ok_or(Refusal::NotUpgradable)
+}
+
+/// Accepts a validated request: the 101 response and the future of the connection.
+pub(crate) fn switch(
+    request: &handshake::Request,
+    on_upgrade: OnUpgrade,
+    config: &ServerConfig,
+) -> Result<(Response<String>, UpgradeFuture), Refusal> {
+    let agreement = request.agree(&config.handshake)?;
+    let mut response = Response::new(String::new());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(
+        header::SEC_WEBSOCKET_ACCEPT,
+        header_value(agreement.accept)?,
+    );
+    if let Some(protocol) = &agreement.subprotocol {
+        // A configured name that is not a valid header value is the server's fault: 500.
+        headers.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            header_value(protocol.clone())?,
+        );
+    }
+    #[cfg(feature = "deflate")]
+    let deflate = match agreement.deflate {
+        Some((params, value)) => {
+            headers.insert(header::SEC_WEBSOCKET_EXTENSIONS, header_value(value)?);
+            config
+                .handshake
+                .deflate
+                .clone()
+                .map(|deflate| (params, deflate))
+        }
+        None => None,
+    };
+    Ok((
+        response,
+        UpgradeFuture {
+            on_upgrade,
+            connection: config.connection.clone(),
+            #[cfg(feature = "deflate")]
+            deflate,
+            subprotocol: agreement.subprotocol,
+        },
+    ))
+}
+
+fn header_value(value: String) -> Result<HeaderValue, ServerError> {
+    HeaderValue::try_from(value).map_err(|_| ServerError::ResponseHeader)
+}
+
+/// Resolves to the [`HyperWebSocket`] once hyper has sent the 101 response and handed the
+/// connection over. Returned by [`upgrade`].
+///
+/// It fails with [`Error::Io`] (holding hyper's error) when hyper could not upgrade: the
+/// client went away first, the response sent was not the 101, or the connection is not
+/// served with upgrades on. Bytes the client sent right after its request (its first
+/// frames) are not lost: hyper's upgraded connection reads them first.
+#[must_use = "the WebSocket exists only once this future is awaited"]
+pub struct UpgradeFuture {
+    on_upgrade: OnUpgrade,
+    connection: Config,
+    #[cfg(feature = "deflate")]
+    deflate: Option<(DeflateParams, DeflateConfig)>,
+    subprotocol: Option<String>,
+}
+
+impl UpgradeFuture {
+    /// The subprotocol selected for this connection, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.subprotocol.as_deref()
+    }
+
+    /// The agreed permessage-deflate parameters, when the extension was negotiated.
+    #[cfg(feature = "deflate")]
+    pub fn deflate(&self) -> Option<&DeflateParams> {
+        self.deflate.as_ref().map(|(params, _)| params)
+    }
+}
+
+impl fmt::Debug for UpgradeFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("UpgradeFuture");
+        d.field("subprotocol", &self.subprotocol);
+        #[cfg(feature = "deflate")]
+        d.field("deflate", &self.deflate.as_ref().map(|(params, _)| params));
+        d.finish_non_exhaustive()
+    }
+}
+
+impl Future for UpgradeFuture {
+    type Output = Result<HyperWebSocket, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let upgraded = ready!(Pin::new(&mut this.on_upgrade).poll(cx))
+            .map_err(|e| Error::Io(io::Error::other(e)))?;
+        #[cfg(feature = "deflate")]
+        let deflate = this.deflate.take();
+        Poll::Ready(Ok(crate::tokio::open_server(
+            TokioIo::new(upgraded),
+            &this.connection,
+            #[cfg(feature = "deflate")]
+            deflate.as_ref().map(|(params, config)| (*params, config)),
+            // hyper's Upgraded replays whatever it read past the request head.
+            &[],
+            this.subprotocol.take(),
+        )))
+    }
+}
+
+/// Why a request was not upgraded. [`response`](Refusal::response) is the HTTP answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The request is not a valid WebSocket upgrade, or accepting it failed (the origin
+    /// check refused it; a configured subprotocol is not a valid header value). The status
+    /// is [`ServerError::status`]: a request without `Upgrade: websocket` gets 400, one
+    /// that is not GET 405, a `Sec-WebSocket-Version` other than 13 gets 426.
+    Handshake(ServerError),
+    /// The request is a valid upgrade but hyper attached no upgrade handle to it: the
+    /// connection is not served with upgrades on (500).
+    NotUpgradable,
+}
+
+impl From<ServerError> for Refusal {
+    fn from(e: ServerError) -> Self {
+        Refusal::Handshake(e)
+    }
+}
+
+impl Refusal {
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Refusal::Handshake(e) => {
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+            Refusal::NotUpgradable => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The response refusing the request: the status, the headers it calls for (a 426
+    /// names `Sec-WebSocket-Version: 13`, RFC 6455 4.2.2; a 405 says `Allow: GET`), and the
+    /// reason as a plain-text body.
+    pub fn response(&self) -> Response<String> {
+        let mut response = Response::new(self.to_string());
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Refusal::Handshake(e) = self {
+            for (name, value) in e.response_headers() {
+                // The core's names and values are constants that always convert.
+                if let (Ok(name), Ok(value)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(value),
+                ) {
+                    headers.insert(name, value);
+                }
+            }
+            // RFC 9110 7.8: a server that sends Upgrade (426) lists it in Connection too.
+            if headers.contains_key(header::UPGRADE) {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            }
+        }
+        response
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Handshake(e) => fmt::Display::fmt(e, f),
+            Refusal::NotUpgradable => {
+                f.write_str("the connection cannot be upgraded (serve it with upgrades on)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refusal {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Refusal::Handshake(e) => Some(e),
+            Refusal::NotUpgradable => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid_request() -> http::Request<()> {
+        http::Request::builder()
+            .uri("/chat")
+            .header("host", "example.com")
+            .header("upgrade", "websocket")
+            .header("connection", "Upgrade")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .header("sec-websocket-version", "13")
+            .body(())
+            .unwrap()
+    }
+
+    #[test]
+    fn valid_request_without_upgrade_handle_is_refused_with_500() {
+        let mut request = valid_request();
+        let refusal = upgrade(&mut request, &ServerConfig::default()).unwrap_err();
+        assert_eq!(refusal, Refusal::NotUpgradable);
+        assert_eq!(refusal.response().status(), 500);
+    }
+
+    #[test]
+    fn invalid_request_is_refused_before_the_upgrade_handle_is_looked_at() {
+        let mut request = valid_request();
+        request
+            .headers_mut()
+            .insert("sec-websocket-version", HeaderValue::from_static("8"));
+        let refusal = upgrade(&mut request, &ServerConfig::default()).unwrap_err();
+        assert_eq!(refusal, Refusal::Handshake(ServerError::Version));
+    }
+
+    #[test]
+    fn version_refusal_names_version_13_and_upgrade() {
+        let response = Refusal::Handshake(ServerError::Version).response();
+        assert_eq!(response.status(), 426);
+        let headers = response.headers();
+        assert_eq!(headers["sec-websocket-version"], "13");
+        assert_eq!(headers["upgrade"], "websocket");
+        assert_eq!(headers["connection"], "upgrade");
+        assert_eq!(
+            response.body(),
+            "unsupported Sec-WebSocket-Version, 13 is required"
+        );
+    }
+
+    #[test]
+    fn method_refusal_allows_get() {
+        let response = Refusal::Handshake(ServerError::MethodNotAllowed).response();
+        assert_eq!(response.status(), 405);
+        assert_eq!(response.headers()["allow"], "GET");
+        assert!(!response.headers().contains_key(header::CONNECTION));
+    }
+
+    #[test]
+    fn http2_request_is_refused_with_400() {
+        let mut request = valid_request();
+        *request.version_mut() = Version::HTTP_2;
+        let refusal = upgrade(&mut request, &ServerConfig::default()).unwrap_err();
+        assert_eq!(refusal, Refusal::Handshake(ServerError::HttpVersion));
+        assert_eq!(refusal.status(), 400);
+    }
+}

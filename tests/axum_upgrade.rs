@@ -1,0 +1,175 @@
+//! WebSocket upgrades on an axum 0.8 router (`rapidws::axum::WebSocketUpgrade`), driven by
+//! the rapidws tokio client and by raw HTTP for the refusals.
+#![cfg(all(feature = "axum", feature = "deflate"))]
+
+mod upgrade_support;
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use rapidws::axum::WebSocketUpgrade;
+use rapidws::deflate::DeflateConfig;
+use rapidws::hyper::HyperWebSocket;
+use rapidws::tokio::{ClientConfig, Message, connect};
+use tokio::net::TcpListener;
+use upgrade_support::*;
+
+/// How the test route configures the extractor.
+#[derive(Clone, Copy)]
+struct Setup {
+    deflate: bool,
+    max_message_size: Option<usize>,
+}
+
+const PLAIN: Setup = Setup {
+    deflate: false,
+    max_message_size: None,
+};
+const DEFLATE: Setup = Setup {
+    deflate: true,
+    max_message_size: None,
+};
+
+/// An axum server on a free loopback port: `/ws` echoes over WebSocket, `/` is plain HTTP.
+async fn axum_server(setup: Setup) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "plain" }))
+        .route("/ws", get(websocket))
+        .with_state(setup);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+async fn websocket(ws: WebSocketUpgrade, State(setup): State<Setup>) -> impl IntoResponse {
+    let mut ws = ws
+        .protocols(["mqtt", "chat"])
+        .deflate(setup.deflate.then(DeflateConfig::default));
+    if let Some(limit) = setup.max_message_size {
+        ws = ws.max_message_size(limit);
+    }
+    ws.on_upgrade(echo)
+}
+
+async fn echo(mut ws: HyperWebSocket) {
+    while let Ok(Some(msg)) = ws.recv().await {
+        if msg.is_data() && ws.send(msg).await.is_err() {
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn echo_without_deflate_when_the_route_declines_it() {
+    let addr = axum_server(PLAIN).await;
+    echo_text_and_binary(addr, "/ws", &client(true)).await;
+    let request = upgrade_request(
+        "/ws",
+        "13",
+        "Sec-WebSocket-Extensions: permessage-deflate\r\n",
+    );
+    let (response, _stream) = exchange(addr, request.as_bytes()).await;
+    assert_eq!(response.status, 101);
+    assert_eq!(response.header("sec-websocket-extensions"), None);
+}
+
+#[tokio::test]
+async fn echo_without_deflate_when_the_client_does_not_offer_it() {
+    let addr = axum_server(DEFLATE).await;
+    echo_text_and_binary(addr, "/ws", &client(false)).await;
+}
+
+#[tokio::test]
+async fn echo_with_deflate_negotiated() {
+    let addr = axum_server(DEFLATE).await;
+    echo_text_and_binary(addr, "/ws", &client(true)).await;
+    let request = upgrade_request(
+        "/ws",
+        "13",
+        "Sec-WebSocket-Extensions: permessage-deflate\r\n",
+    );
+    let (response, _stream) = exchange(addr, request.as_bytes()).await;
+    assert_eq!(response.status, 101);
+    assert_eq!(
+        response.header("sec-websocket-extensions"),
+        Some("permessage-deflate")
+    );
+}
+
+#[tokio::test]
+async fn protocols_builder_selects_the_routes_most_preferred_offer() {
+    let addr = axum_server(PLAIN).await;
+    let client = ClientConfig::default().with_subprotocols(["chat", "mqtt"]);
+    let ws = bounded(connect(&format!("ws://{addr}/ws"), &client))
+        .await
+        .unwrap();
+    assert_eq!(ws.subprotocol(), Some("mqtt"));
+}
+
+#[tokio::test]
+async fn max_message_size_builder_applies_to_the_connection() {
+    let addr = axum_server(Setup {
+        deflate: false,
+        max_message_size: Some(1000),
+    })
+    .await;
+    let mut ws = bounded(connect(&format!("ws://{addr}/ws"), &client(false)))
+        .await
+        .unwrap();
+    bounded(ws.send(Message::text("x".repeat(999))))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded(ws.recv()).await.unwrap(),
+        Some(Message::text("x".repeat(999)))
+    );
+    bounded(ws.send(Message::Binary(pattern(1001).into())))
+        .await
+        .unwrap();
+    // RFC 6455 7.4.1: 1009, a message too big to process.
+    match bounded(ws.recv()).await.unwrap() {
+        Some(Message::Close(Some(frame))) => assert_eq!(frame.code, 1009),
+        other => panic!("expected a 1009 close, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn frame_sent_right_after_the_request_is_not_lost() {
+    let addr = axum_server(PLAIN).await;
+    let mut bytes = upgrade_request("/ws", "13", "").into_bytes();
+    bytes.extend_from_slice(&masked_text_frame(b"early bird"));
+    let (response, mut stream) = exchange(addr, &bytes).await;
+    assert_eq!(response.status, 101);
+    let (first, payload) = read_small_frame(&mut stream, response.rest).await;
+    assert_eq!((first, payload.as_slice()), (0x81, &b"early bird"[..]));
+}
+
+#[tokio::test]
+async fn plain_get_to_the_websocket_route_is_rejected_with_400() {
+    let addr = axum_server(PLAIN).await;
+    let (response, _stream) = exchange(
+        addr,
+        b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html\r\n\r\n",
+    )
+    .await;
+    assert_eq!(response.status, 400);
+    assert_eq!(
+        String::from_utf8_lossy(&response.body),
+        "Upgrade header must name websocket"
+    );
+    let (other, _stream) = exchange(addr, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await;
+    assert_eq!((other.status, other.body.as_slice()), (200, &b"plain"[..]));
+}
+
+#[tokio::test]
+async fn unsupported_websocket_version_is_rejected_with_426_naming_13() {
+    let addr = axum_server(PLAIN).await;
+    let (response, _stream) = exchange(addr, upgrade_request("/ws", "8", "").as_bytes()).await;
+    assert_eq!(response.status, 426);
+    assert_eq!(response.header("sec-websocket-version"), Some("13"));
+    assert_eq!(response.header("upgrade"), Some("websocket"));
+}

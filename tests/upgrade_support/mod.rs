@@ -1,0 +1,185 @@
+//! Shared by the hyper and axum upgrade tests: a rapidws client echo check and raw HTTP
+//! exchanges for what a WebSocket client cannot send (a plain GET, a wrong version).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rapidws::deflate::DeflateConfig;
+use rapidws::tokio::{ClientConfig, Message, connect};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Every wait in these tests is bounded by this.
+pub const LIMIT: Duration = Duration::from_secs(20);
+
+/// Awaits `f`, failing the test if it takes longer than [`LIMIT`].
+pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, f)
+        .await
+        .expect("test step timed out")
+}
+
+/// A client that offers permessage-deflate (`deflate`) or not.
+pub fn client(deflate: bool) -> ClientConfig {
+    ClientConfig::default().with_deflate(deflate.then(DeflateConfig::default))
+}
+
+/// Connects to `ws://addr/path` with the rapidws tokio client and checks that text and
+/// binary messages of several sizes (compressible and not) come back unchanged.
+pub async fn echo_text_and_binary(addr: SocketAddr, path: &str, config: &ClientConfig) {
+    let mut ws = bounded(connect(&format!("ws://{addr}{path}"), config))
+        .await
+        .expect("connect");
+    let mut messages = Vec::new();
+    for len in [0usize, 1, 125, 126, 4096, 70_000] {
+        let text: String = (0..len)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        messages.push(Message::text(text));
+        messages.push(Message::Binary(Bytes::from(pattern(len))));
+    }
+    // Highly compressible, large enough to need many deflate blocks.
+    messages.push(Message::Binary(Bytes::from(vec![b'z'; 300_000])));
+    for msg in messages {
+        bounded(ws.send(msg.clone())).await.expect("send");
+        let echoed = loop {
+            match bounded(ws.recv()).await.expect("recv").expect("open") {
+                m if m.is_data() => break m,
+                _ => {}
+            }
+        };
+        assert_eq!(echoed, msg);
+    }
+    bounded(ws.close(1000, "")).await.expect("close");
+}
+
+/// `n` bytes of a pattern that does not repeat with a short period.
+pub fn pattern(n: usize) -> Vec<u8> {
+    let mut x: u32 = 0x1234_5678;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// An HTTP response read off a raw connection.
+#[derive(Debug)]
+pub struct RawResponse {
+    /// The status code.
+    pub status: u16,
+    /// Header fields, names lowercased.
+    pub headers: Vec<(String, String)>,
+    /// The body (`Content-Length` bytes).
+    pub body: Vec<u8>,
+    /// Bytes read after the body (for a 101: the first frames).
+    pub rest: Vec<u8>,
+}
+
+impl RawResponse {
+    /// The value of header `name` (lowercase), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A valid upgrade request head for `path`, with `extra` header lines (each ending CRLF)
+/// and `Sec-WebSocket-Version: version`.
+pub fn upgrade_request(path: &str, version: &str, extra: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: {version}\r\n\
+         {extra}\r\n"
+    )
+}
+
+/// Sends `request` on a new connection to `addr` and reads one response; the connection
+/// is returned for more.
+pub async fn exchange(addr: SocketAddr, request: &[u8]) -> (RawResponse, TcpStream) {
+    let mut stream = bounded(TcpStream::connect(addr)).await.expect("connect");
+    bounded(stream.write_all(request)).await.expect("write");
+    let response = bounded(read_response(&mut stream)).await;
+    (response, stream)
+}
+
+/// Reads one response head and its `Content-Length` body (at most 64 KiB in all).
+pub async fn read_response(stream: &mut TcpStream) -> RawResponse {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "connection closed before a full response: {buf:?}");
+        buf.extend_from_slice(&chunk[..n]);
+        assert!(buf.len() < 64 << 10, "response too large");
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut parsed = httparse::Response::new(&mut headers);
+        let httparse::Status::Complete(head_len) = parsed.parse(&buf).expect("valid HTTP") else {
+            continue;
+        };
+        let status = parsed.code.expect("status");
+        let headers: Vec<(String, String)> = parsed
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_ascii_lowercase(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect();
+        let body_len: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .map_or(0, |(_, v)| v.parse().expect("content-length"));
+        while buf.len() < head_len + body_len {
+            let n = stream.read(&mut chunk).await.expect("read body");
+            assert!(n > 0, "connection closed inside the body");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let rest = buf.split_off(head_len + body_len);
+        let body = buf.split_off(head_len);
+        return RawResponse {
+            status,
+            headers,
+            body,
+            rest,
+        };
+    }
+}
+
+/// A masked client text frame carrying `payload` (under 126 bytes).
+pub fn masked_text_frame(payload: &[u8]) -> Vec<u8> {
+    assert!(payload.len() < 126);
+    let key = [0x37, 0xfa, 0x21, 0x3d];
+    let mut frame = vec![0x81, 0x80 | payload.len() as u8];
+    frame.extend_from_slice(&key);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    frame
+}
+
+/// Reads until `have` holds an unmasked server frame with a payload under 126 bytes;
+/// returns its first byte and payload.
+pub async fn read_small_frame(stream: &mut TcpStream, mut have: Vec<u8>) -> (u8, Vec<u8>) {
+    let mut chunk = [0u8; 256];
+    loop {
+        if have.len() >= 2 {
+            let len = usize::from(have[1] & 0x7f);
+            assert!(len < 126 && have[1] & 0x80 == 0, "unexpected frame header");
+            if have.len() >= 2 + len {
+                return (have[0], have[2..2 + len].to_vec());
+            }
+        }
+        let n = bounded(stream.read(&mut chunk)).await.expect("read frame");
+        assert!(n > 0, "connection closed before the frame");
+        have.extend_from_slice(&chunk[..n]);
+    }
+}
