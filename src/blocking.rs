@@ -69,7 +69,8 @@ pub enum Error {
     /// The application refused the upgrade request with this HTTP status
     /// ([`accept_with`]); the refusal was sent.
     Rejected(u16),
-    /// `wss://` needs TLS: connect it yourself and call [`client_handshake`].
+    /// [`connect`] was given a `wss://` URL: use `connect_tls` (feature `rustls`), or
+    /// connect TLS yourself and call [`client_handshake`].
     TlsUnsupported,
     /// The connection is closed; nothing more can be sent.
     Closed,
@@ -273,15 +274,21 @@ impl ClientConfig {
 
 /// Connects to a `ws://host[:port]/path` URL over TCP (each resolved address in turn,
 /// within [`ClientConfig::connect_timeout`] each), sets the socket options and runs the
-/// opening handshake.
+/// opening handshake. For `wss://` use [`connect_tls`] (feature `rustls`).
 pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
     let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
     if target.secure {
         return Err(Error::TlsUnsupported);
     }
+    let stream = connect_tcp(&target.host, target.port, config)?;
+    run_client_handshake(stream, request, config)
+}
+
+/// TCP to `host:port`, each resolved address in turn, with the socket options set.
+fn connect_tcp(host: &str, port: u16, config: &ClientConfig) -> Result<TcpStream, Error> {
     let mut last = None;
     let mut stream = None;
-    for addr in (target.host.as_str(), target.port).to_socket_addrs()? {
+    for addr in (host, port).to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, config.connect_timeout) {
             Ok(s) => {
                 stream = Some(s);
@@ -301,6 +308,49 @@ pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>,
     stream.set_read_timeout(config.read_timeout)?;
     stream.set_write_timeout(config.write_timeout)?;
     stream.set_nodelay(config.nodelay)?;
+    Ok(stream)
+}
+
+/// A blocking `wss://` stream: rustls's own blocking TLS stream over TCP (feature
+/// `rustls`).
+#[cfg(feature = "rustls")]
+pub type TlsStream =
+    tokio_rustls::rustls::StreamOwned<tokio_rustls::rustls::ClientConnection, TcpStream>;
+
+/// Connects to a `wss://host[:port]/path` URL (feature `rustls`): TCP as [`connect`]
+/// does (the socket's read and write timeouts bound the TLS handshake too), TLS with
+/// `tls` (or [`tls::default_client_config`](crate::tls::default_client_config): ring
+/// provider, Mozilla's roots), then the opening handshake. The certificate is checked
+/// against the URL's host; a failed check is [`Error::Io`] (kind `InvalidData`) naming
+/// the certificate problem.
+#[cfg(feature = "rustls")]
+pub fn connect_tls(
+    url: &str,
+    config: &ClientConfig,
+    tls: Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>,
+) -> Result<WebSocket<TlsStream>, Error> {
+    use tokio_rustls::rustls::{ClientConnection, StreamOwned, pki_types::ServerName};
+
+    let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
+    if !target.secure {
+        return Err(Error::ClientHandshake(ClientError::InvalidRequest(
+            "connect_tls needs a wss:// URL",
+        )));
+    }
+    let tls = match tls {
+        Some(t) => t,
+        None => crate::tls::webpki_client_config().map_err(|e| Error::Io(io::Error::other(e)))?,
+    };
+    let name = ServerName::try_from(target.host.clone())
+        .map_err(|_| Error::ClientHandshake(ClientError::InvalidRequest("invalid host for TLS")))?;
+    let conn = ClientConnection::new(tls, name).map_err(|e| Error::Io(io::Error::other(e)))?;
+    let tcp = connect_tcp(&target.host, target.port, config)?;
+    let mut stream = StreamOwned::new(conn, tcp);
+    // Finish the TLS handshake here, so a certificate problem is reported as such rather
+    // than as a failed write of the upgrade request.
+    while stream.conn.is_handshaking() {
+        stream.conn.complete_io(&mut stream.sock)?;
+    }
     run_client_handshake(stream, request, config)
 }
 

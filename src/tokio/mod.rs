@@ -27,6 +27,8 @@ mod engine;
 mod error;
 use crate::message;
 mod net;
+#[cfg(feature = "proxy")]
+mod proxy;
 mod queue;
 mod server;
 mod url;
@@ -36,6 +38,10 @@ pub use client::{client_handshake, connect};
 pub use config::{ClientConfig, Config, ServerConfig};
 pub use error::{Error, Timeout, TrySendError};
 pub use message::{CloseFrame, Message, Utf8Bytes};
+#[cfg(feature = "rustls")]
+pub(crate) use net::open_stream;
+#[cfg(feature = "proxy")]
+pub use proxy::{DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy};
 pub use server::{Reject, accept, accept_with, serve};
 pub use url::{UrlError, WsUrl};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
