@@ -700,6 +700,86 @@ mod tests {
         assert!(!no_proxy_matches(",, ,", "example.com"));
     }
 
+    /// Runs `open_tunnel` against a proxy whose whole answer is `reply` followed by the
+    /// target's first bytes, and returns what is left on the stream afterwards.
+    async fn tunnel_leftover(kind: &str, reply: &[u8]) -> Result<Vec<u8>, Error> {
+        let (mut client, mut proxy) = tokio::io::duplex(4096);
+        let mut all = reply.to_vec();
+        all.extend_from_slice(b"TARGET BYTES");
+        proxy.write_all(&all).await.unwrap();
+        let server = ProxyServer::parse(&format!("{kind}://u:p@proxy")).unwrap();
+        open_tunnel(&mut client, &server, "example.com", 443, 1024).await?;
+        drop(proxy);
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        Ok(rest)
+    }
+
+    #[tokio::test]
+    async fn no_byte_after_the_proxy_answer_is_consumed() {
+        let http = b"HTTP/1.1 200 Connection established\r\nVia: x\r\n\r\n";
+        assert_eq!(
+            tunnel_leftover("http", http).await.unwrap(),
+            b"TARGET BYTES"
+        );
+        let http10 = b"HTTP/1.0 204 OK\r\n\r\n";
+        assert_eq!(
+            tunnel_leftover("http", http10).await.unwrap(),
+            b"TARGET BYTES"
+        );
+        // Method 2, auth ok, success bound to a 5-byte domain name, port.
+        let socks = [
+            5, 2, 1, 0, 5, 0, 0, 3, 5, b'p', b'r', b'o', b'x', b'y', 0, 80,
+        ];
+        assert_eq!(
+            tunnel_leftover("socks5", &socks).await.unwrap(),
+            b"TARGET BYTES"
+        );
+        let socks_v6 = [[5u8, 0, 5, 0, 0, 4].as_slice(), &[0; 18]].concat();
+        assert_eq!(
+            tunnel_leftover("socks5", &socks_v6).await.unwrap(),
+            b"TARGET BYTES"
+        );
+    }
+
+    #[tokio::test]
+    async fn connect_request_names_the_target_and_carries_basic_credentials() {
+        let (mut client, mut proxy) = tokio::io::duplex(4096);
+        proxy.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        let server = ProxyServer::parse("http://Aladdin:open%20sesame@proxy:3128").unwrap();
+        open_tunnel(&mut client, &server, "::1", 9001, 1024)
+            .await
+            .unwrap();
+        drop(client);
+        let mut sent = String::new();
+        proxy.read_to_string(&mut sent).await.unwrap();
+        assert_eq!(
+            sent,
+            "CONNECT [::1]:9001 HTTP/1.1\r\nHost: [::1]:9001\r\n\
+             Proxy-Authorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==\r\n\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn socks5_request_bytes_follow_rfc_1928_and_1929() {
+        let (mut client, mut proxy) = tokio::io::duplex(4096);
+        proxy
+            .write_all(&[5, 2, 1, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0])
+            .await
+            .unwrap();
+        let server = ProxyServer::parse("socks5://ab:c@proxy").unwrap();
+        open_tunnel(&mut client, &server, "host.example", 8080, 1024)
+            .await
+            .unwrap();
+        drop(client);
+        let mut sent = Vec::new();
+        proxy.read_to_end(&mut sent).await.unwrap();
+        let mut want = vec![5, 2, 0, 2, 1, 2, b'a', b'b', 1, b'c', 5, 1, 0, 3, 12];
+        want.extend_from_slice(b"host.example");
+        want.extend_from_slice(&8080u16.to_be_bytes());
+        assert_eq!(sent, want);
+    }
+
     #[test]
     fn percent_decoding_of_credentials() {
         assert_eq!(percent_decode("p%40ss%3Aw").unwrap(), "p@ss:w");
