@@ -77,6 +77,10 @@ pub enum Error {
     /// A send was refused for another reason (control payload over 125 bytes, a close
     /// code that may not be sent, ...).
     Send(SendError),
+    /// The proxy refused or botched opening the tunnel, or its URL is unusable
+    /// (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    Proxy(crate::tokio::ProxyError),
 }
 
 impl fmt::Display for Error {
@@ -93,6 +97,8 @@ impl fmt::Display for Error {
             Error::TlsUnsupported => f.write_str("wss:// needs a TLS stream"),
             Error::Closed => f.write_str("connection closed"),
             Error::Send(e) => write!(f, "send refused: {e}"),
+            #[cfg(feature = "proxy")]
+            Error::Proxy(e) => e.fmt(f),
         }
     }
 }
@@ -107,6 +113,8 @@ impl std::error::Error for Error {
             Error::ClientHandshake(e) => Some(e),
             Error::ServerHandshake(e) => Some(e),
             Error::Send(e) => Some(e),
+            #[cfg(feature = "proxy")]
+            Error::Proxy(e) => Some(e),
             _ => None,
         }
     }
@@ -223,7 +231,8 @@ pub struct ClientConfig {
     pub connection: Config,
     /// Handshake settings: response limits and the permessage-deflate offer.
     pub handshake: handshake::ClientConfig,
-    /// Time allowed for each TCP connect attempt. Default 10 s.
+    /// Time allowed for each TCP connect attempt, and for a proxy to open its tunnel.
+    /// Default 10 s.
     pub connect_timeout: Duration,
     /// The socket's read timeout, set by [`connect`] (it bounds the handshake too).
     /// Default 30 s; `None` waits forever.
@@ -236,6 +245,11 @@ pub struct ClientConfig {
     pub subprotocols: Vec<String>,
     /// Extra request headers, for example `Authorization`.
     pub headers: Vec<(String, String)>,
+    /// The proxy to connect through (feature `proxy`; the same [`Proxy`](crate::tokio::Proxy)
+    /// as the tokio client). Default none. Opening the tunnel (TCP to the proxy excluded)
+    /// must finish within [`ClientConfig::connect_timeout`].
+    #[cfg(feature = "proxy")]
+    pub proxy: crate::tokio::Proxy,
 }
 
 impl Default for ClientConfig {
@@ -249,6 +263,8 @@ impl Default for ClientConfig {
             nodelay: true,
             subprotocols: Vec::new(),
             headers: Vec::new(),
+            #[cfg(feature = "proxy")]
+            proxy: crate::tokio::Proxy::none(),
         }
     }
 }
@@ -264,6 +280,17 @@ impl ClientConfig {
         self.read_timeout = t;
         self
     }
+    /// Sets [`ClientConfig::connect_timeout`].
+    pub fn with_connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+    /// Sets [`ClientConfig::proxy`] (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    pub fn with_proxy(mut self, proxy: crate::tokio::Proxy) -> Self {
+        self.proxy = proxy;
+        self
+    }
     /// Offers permessage-deflate with these settings (`None`: no offer).
     #[cfg(feature = "deflate")]
     pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
@@ -274,14 +301,78 @@ impl ClientConfig {
 
 /// Connects to a `ws://host[:port]/path` URL over TCP (each resolved address in turn,
 /// within [`ClientConfig::connect_timeout`] each), sets the socket options and runs the
-/// opening handshake. For `wss://` use [`connect_tls`] (feature `rustls`).
+/// opening handshake. For `wss://` use `connect_tls` (feature `rustls`). With feature
+/// `proxy`, the connection goes through the [`ClientConfig::proxy`] named for the host.
 pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
     let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
     if target.secure {
         return Err(Error::TlsUnsupported);
     }
-    let stream = connect_tcp(&target.host, target.port, config)?;
+    let stream = open_stream(&target.host, target.port, false, config)?;
     run_client_handshake(stream, request, config)
+}
+
+/// The TCP stream to `host:port` for a client: direct, or a tunnel through the proxy the
+/// configuration names for it (feature `proxy`; `secure`: a `wss://` URL).
+fn open_stream(
+    host: &str,
+    port: u16,
+    secure: bool,
+    config: &ClientConfig,
+) -> Result<TcpStream, Error> {
+    #[cfg(feature = "proxy")]
+    if let Some(server) = config
+        .proxy
+        .for_target(host, secure)
+        .map_err(Error::Proxy)?
+    {
+        let mut stream = connect_tcp(server.host(), server.port(), config)?;
+        proxy_tunnel(&mut stream, &server, host, port, config)?;
+        return Ok(stream);
+    }
+    #[cfg(not(feature = "proxy"))]
+    let _ = secure;
+    connect_tcp(host, port, config)
+}
+
+/// Opens the tunnel on `stream` (connected to the proxy) within the connect timeout: the
+/// socket timeouts are set to what is left of it before each step, and put back after.
+#[cfg(feature = "proxy")]
+fn proxy_tunnel(
+    stream: &mut TcpStream,
+    server: &crate::tokio::ProxyServer,
+    host: &str,
+    port: u16,
+    config: &ClientConfig,
+) -> Result<(), Error> {
+    use crate::tokio::proxy::{MAX_READ, Negotiation, Step};
+
+    let max_head = config.proxy.max_response_head();
+    let mut negotiation = Negotiation::new(server, host, port, max_head).map_err(Error::Proxy)?;
+    let deadline = Instant::now() + config.connect_timeout;
+    let mut buf = [0u8; MAX_READ];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the proxy did not open the tunnel within the connect timeout",
+            )));
+        }
+        stream.set_read_timeout(Some(left))?;
+        stream.set_write_timeout(Some(left))?;
+        match negotiation.poll().map_err(Error::Proxy)? {
+            Step::Write(bytes) => stream.write_all(&bytes)?,
+            Step::Read(n) => {
+                let got = read_some(stream, &mut buf[..n.min(MAX_READ)])?;
+                negotiation.feed(&buf[..got]);
+            }
+            Step::Done => break,
+        }
+    }
+    stream.set_read_timeout(config.read_timeout)?;
+    stream.set_write_timeout(config.write_timeout)?;
+    Ok(())
 }
 
 /// TCP to `host:port`, each resolved address in turn, with the socket options set.
@@ -344,7 +435,7 @@ pub fn connect_tls(
     let name = ServerName::try_from(target.host.clone())
         .map_err(|_| Error::ClientHandshake(ClientError::InvalidRequest("invalid host for TLS")))?;
     let conn = ClientConnection::new(tls, name).map_err(|e| Error::Io(io::Error::other(e)))?;
-    let tcp = connect_tcp(&target.host, target.port, config)?;
+    let tcp = open_stream(&target.host, target.port, true, config)?;
     let mut stream = StreamOwned::new(conn, tcp);
     // Finish the TLS handshake here, so a certificate problem is reported as such rather
     // than as a failed write of the upgrade request.

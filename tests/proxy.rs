@@ -674,3 +674,104 @@ async fn wss_through_an_http_connect_proxy() {
     ws.close(1000, "").await.unwrap();
     assert_eq!(*seen.lock().unwrap(), [format!("localhost:{port}")]);
 }
+
+#[cfg(feature = "blocking")]
+mod blocking_client {
+    use super::*;
+    use rapidws::blocking;
+
+    fn echo_blocking(url: &str, config: &blocking::ClientConfig) -> Result<(), blocking::Error> {
+        let mut ws = blocking::connect(url, config)?;
+        ws.send(blocking::Message::text("blocking, proxied"))?;
+        ws.send_binary(&[5u8; 70_000])?;
+        assert_eq!(
+            ws.read()?,
+            Some(blocking::Message::text("blocking, proxied"))
+        );
+        assert_eq!(
+            ws.read()?,
+            Some(blocking::Message::binary(vec![5u8; 70_000]))
+        );
+        ws.close(1000, "")?;
+        Ok(())
+    }
+
+    fn quick() -> blocking::ClientConfig {
+        blocking::ClientConfig::default()
+            .with_read_timeout(Some(LIMIT))
+            .with_connect_timeout(Duration::from_millis(500))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_client_echoes_through_both_proxy_kinds_with_credentials() {
+        let echo = echo_server().await;
+        let (http, http_seen) = connect_proxy(Some("Basic dXNlcjpwQHNzOnc=")).await;
+        let (socks, socks_seen) = socks5_proxy(Some(("alice", "s3cret"))).await;
+        tokio::task::spawn_blocking(move || {
+            let url = format!("ws://localhost:{echo}/");
+            let via_http = Proxy::http(&format!("http://user:p%40ss%3Aw@127.0.0.1:{http}"));
+            echo_blocking(&url, &quick().with_proxy(via_http.unwrap())).unwrap();
+            let via_socks = Proxy::socks5(&format!("socks5://alice:s3cret@127.0.0.1:{socks}"));
+            echo_blocking(&url, &quick().with_proxy(via_socks.unwrap())).unwrap();
+        })
+        .await
+        .unwrap();
+        assert_eq!(*http_seen.lock().unwrap(), [format!("localhost:{echo}")]);
+        assert_eq!(
+            *socks_seen.lock().unwrap(),
+            [format!("atyp3 localhost:{echo}")]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_client_gets_typed_proxy_refusals() {
+        let echo = echo_server().await;
+        let (http, _) = connect_proxy(Some("Basic dXNlcjpwQHNzOnc=")).await;
+        let (socks, _) = socks5_proxy(Some(("alice", "s3cret"))).await;
+        tokio::task::spawn_blocking(move || {
+            let url = format!("ws://localhost:{echo}/");
+            let no_creds = Proxy::http(&format!("http://127.0.0.1:{http}")).unwrap();
+            let err = echo_blocking(&url, &quick().with_proxy(no_creds)).unwrap_err();
+            assert!(
+                matches!(err, blocking::Error::Proxy(ProxyError::Status(407))),
+                "{err:?}"
+            );
+            let wrong = Proxy::socks5(&format!("socks5://alice:x@127.0.0.1:{socks}")).unwrap();
+            let err = echo_blocking(&url, &quick().with_proxy(wrong)).unwrap_err();
+            assert!(
+                matches!(err, blocking::Error::Proxy(ProxyError::Socks5AuthFailed(1))),
+                "{err:?}"
+            );
+        })
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_client_gives_up_on_a_trickling_proxy_at_the_connect_timeout() {
+        // One byte of an endless header every 100 ms: each read succeeds, so only the
+        // overall deadline can end it.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut client, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 512];
+            let _ = client.read(&mut buf).await;
+            for _ in 0..100 {
+                if client.write_all(b"x").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let start = std::time::Instant::now();
+        let err = tokio::task::spawn_blocking(move || {
+            let p = Proxy::http(&format!("http://127.0.0.1:{port}")).unwrap();
+            echo_blocking("ws://localhost:9/", &quick().with_proxy(p)).unwrap_err()
+        })
+        .await
+        .unwrap();
+        assert!(err.is_timeout(), "{err:?}");
+        assert!(start.elapsed() < Duration::from_secs(3));
+    }
+}

@@ -28,7 +28,7 @@ mod error;
 use crate::message;
 mod net;
 #[cfg(feature = "proxy")]
-mod proxy;
+pub(crate) mod proxy;
 mod queue;
 mod server;
 mod url;

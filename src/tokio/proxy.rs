@@ -458,103 +458,6 @@ impl From<ProxyError> for Error {
     }
 }
 
-/// Opens a tunnel to `host:port` through `server` on `stream`, a connection to the proxy.
-/// On success the stream carries the target's bytes, and nothing of them has been read.
-pub(crate) async fn open_tunnel<S>(
-    stream: &mut S,
-    server: &ProxyServer,
-    host: &str,
-    port: u16,
-    max_response_head: usize,
-) -> Result<(), Error>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    match server.kind {
-        ProxyKind::Http => http_connect(stream, server, host, port, max_response_head).await,
-        ProxyKind::Socks5 => socks5_connect(stream, server, host, port).await,
-    }
-}
-
-async fn http_connect<S>(
-    stream: &mut S,
-    server: &ProxyServer,
-    host: &str,
-    port: u16,
-    max_response_head: usize,
-) -> Result<(), Error>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    // RFC 9110 9.3.6: "the request-target consists of only the host and port number of
-    // the tunnel destination"; IPv6 literals in brackets (RFC 3986 3.2.2).
-    let authority = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
-    if authority.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-        return Err(ProxyError::InvalidUrl("invalid target host").into());
-    }
-    let mut request = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
-    if let Some((user, pass)) = &server.credentials {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-        request.push_str("Proxy-Authorization: Basic ");
-        request.push_str(&token);
-        request.push_str("\r\n");
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    stream.flush().await?;
-
-    let head = read_response_head(stream, max_response_head).await?;
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut response = httparse::Response::new(&mut headers);
-    match response.parse(&head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        _ => return Err(ProxyError::MalformedResponse.into()),
-    }
-    let status = response.code.ok_or(ProxyError::MalformedResponse)?;
-    // RFC 9110 9.3.6: "Any 2xx (Successful) response indicates that the sender (and all
-    // inbound proxies) will switch to tunnel mode immediately after the response header
-    // section"; any other status means the tunnel was not opened.
-    if !(200..300).contains(&status) {
-        return Err(ProxyError::Status(status).into());
-    }
-    Ok(())
-}
-
-/// Reads an HTTP response head up to and including its blank line, and not one byte
-/// more: the bytes after it belong to the tunnel. Each read asks for the fewest bytes
-/// that could complete `\r\n\r\n`, so no read can run past the end of the head.
-async fn read_response_head<S>(stream: &mut S, max: usize) -> Result<Vec<u8>, Error>
-where
-    S: AsyncRead + Unpin,
-{
-    const END: &[u8; 4] = b"\r\n\r\n";
-    let mut head = Vec::with_capacity(128);
-    loop {
-        let matched = (1..=4)
-            .rev()
-            .find(|&k| head.ends_with(&END[..k]))
-            .unwrap_or(0);
-        if matched == 4 {
-            return Ok(head);
-        }
-        let want = 4 - matched;
-        if head.len() + want > max {
-            return Err(ProxyError::ResponseTooLarge.into());
-        }
-        let start = head.len();
-        head.resize(start + want, 0);
-        let n = stream.read(&mut head[start..]).await?;
-        if n == 0 {
-            return Err(Error::Io(std::io::ErrorKind::UnexpectedEof.into()));
-        }
-        head.truncate(start + n);
-    }
-}
-
 // RFC 1928 3 and 4: version 5, methods 0x00 (no authentication) and 0x02
 // (username/password), command 0x01 CONNECT, address types 1 (IPv4), 3 (domain name),
 // 4 (IPv6).
@@ -567,17 +470,259 @@ const ATYP_V4: u8 = 0x01;
 const ATYP_DOMAIN: u8 = 0x03;
 const ATYP_V6: u8 = 0x04;
 
-async fn socks5_connect<S>(
-    stream: &mut S,
-    server: &ProxyServer,
-    host: &str,
-    port: u16,
-) -> Result<(), Error>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    // Build the CONNECT request first, so a name that cannot be sent fails before any
-    // byte goes out.
+/// Largest read the negotiation ever asks for: a SOCKS5 bound domain name and port.
+pub(crate) const MAX_READ: usize = 255 + 2;
+
+/// What the negotiation needs next from its driver.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Write these bytes (all of them) and flush.
+    Write(Vec<u8>),
+    /// Read at least one and at most this many bytes (never more: what follows the
+    /// proxy's answer belongs to the tunnel) and [`Negotiation::feed`] them.
+    Read(usize),
+    /// The tunnel is open.
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    SendConnect,
+    HttpHead,
+    SendGreeting,
+    MethodChoice,
+    SendAuth,
+    AuthReply,
+    SendRequest,
+    ReplyHead,
+    DomainLen,
+    BoundAddr(usize),
+    Done,
+}
+
+/// The client side of opening a tunnel, sans IO: [`poll`](Self::poll) says what to
+/// write or how much may be read, [`feed`](Self::feed) takes what was read. The tokio
+/// and blocking layers drive the same machine.
+pub(crate) struct Negotiation {
+    state: State,
+    /// The next message to write: the CONNECT request or the SOCKS5 greeting.
+    out: Vec<u8>,
+    /// The SOCKS5 username/password message, when there are credentials.
+    auth: Option<Vec<u8>>,
+    /// The SOCKS5 CONNECT request.
+    request: Vec<u8>,
+    /// Bytes of the current answer read so far.
+    buf: Vec<u8>,
+    max_head: usize,
+}
+
+impl Negotiation {
+    /// Builds every message up front, so a name or credential that cannot be sent fails
+    /// before any byte goes out.
+    pub(crate) fn new(
+        server: &ProxyServer,
+        host: &str,
+        port: u16,
+        max_head: usize,
+    ) -> Result<Negotiation, ProxyError> {
+        let mut n = Negotiation {
+            state: State::Done,
+            out: Vec::new(),
+            auth: None,
+            request: Vec::new(),
+            buf: Vec::new(),
+            max_head,
+        };
+        match server.kind {
+            ProxyKind::Http => {
+                n.out = connect_request(server, host, port)?;
+                n.state = State::SendConnect;
+            }
+            ProxyKind::Socks5 => {
+                n.request = socks5_request(host, port)?;
+                n.auth = server
+                    .credentials
+                    .as_ref()
+                    .map(|(u, p)| socks5_auth(u, p))
+                    .transpose()?;
+                // RFC 1928 3: VER, NMETHODS, METHODS.
+                n.out = match n.auth {
+                    Some(_) => vec![SOCKS5, 2, NO_AUTH, USER_PASS],
+                    None => vec![SOCKS5, 1, NO_AUTH],
+                };
+                n.state = State::SendGreeting;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Bytes read from the proxy: at least one, at most what [`Step::Read`] allowed.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next step.
+    pub(crate) fn poll(&mut self) -> Result<Step, ProxyError> {
+        loop {
+            match self.state {
+                State::SendConnect => {
+                    self.state = State::HttpHead;
+                    return Ok(Step::Write(std::mem::take(&mut self.out)));
+                }
+                State::HttpHead => {
+                    // Each read asks for the fewest bytes that could complete
+                    // "\r\n\r\n", so no read can run past the end of the head.
+                    const END: &[u8; 4] = b"\r\n\r\n";
+                    let matched = (1..=4)
+                        .rev()
+                        .find(|&k| self.buf.ends_with(&END[..k]))
+                        .unwrap_or(0);
+                    if matched < 4 {
+                        let want = 4 - matched;
+                        if self.buf.len() + want > self.max_head {
+                            return Err(ProxyError::ResponseTooLarge);
+                        }
+                        return Ok(Step::Read(want));
+                    }
+                    check_connect_response(&self.buf)?;
+                    self.state = State::Done;
+                }
+                State::SendGreeting => {
+                    self.state = State::MethodChoice;
+                    return Ok(Step::Write(std::mem::take(&mut self.out)));
+                }
+                State::MethodChoice => {
+                    let Some([ver, method]) = self.take::<2>() else {
+                        return Ok(self.read_rest(2));
+                    };
+                    if ver != SOCKS5 {
+                        return Err(ProxyError::MalformedResponse);
+                    }
+                    self.state = match (method, &self.auth) {
+                        (NO_AUTH, _) => State::SendRequest,
+                        (USER_PASS, Some(_)) => State::SendAuth,
+                        // RFC 1928 3: "If the selected METHOD is X'FF', none of the
+                        // methods listed by the client are acceptable, and the client MUST
+                        // close the connection."
+                        (NO_ACCEPTABLE, _) => return Err(ProxyError::Socks5NoAcceptableMethod),
+                        // A method we did not offer.
+                        _ => return Err(ProxyError::MalformedResponse),
+                    };
+                }
+                State::SendAuth => {
+                    self.state = State::AuthReply;
+                    return Ok(Step::Write(self.auth.take().unwrap_or_default()));
+                }
+                State::AuthReply => {
+                    let Some([ver, status]) = self.take::<2>() else {
+                        return Ok(self.read_rest(2));
+                    };
+                    // RFC 1929 2: "A STATUS field of X'00' indicates success. If the
+                    // server returns a `failure' (STATUS value other than X'00') status,
+                    // it MUST close the connection."
+                    if ver != 0x01 {
+                        return Err(ProxyError::MalformedResponse);
+                    }
+                    if status != 0x00 {
+                        return Err(ProxyError::Socks5AuthFailed(status));
+                    }
+                    self.state = State::SendRequest;
+                }
+                State::SendRequest => {
+                    self.state = State::ReplyHead;
+                    return Ok(Step::Write(std::mem::take(&mut self.request)));
+                }
+                State::ReplyHead => {
+                    // RFC 1928 6: VER, REP, RSV, ATYP, BND.ADDR, BND.PORT.
+                    let Some([ver, rep, _, atyp]) = self.take::<4>() else {
+                        return Ok(self.read_rest(4));
+                    };
+                    if ver != SOCKS5 {
+                        return Err(ProxyError::MalformedResponse);
+                    }
+                    if rep != 0x00 {
+                        return Err(ProxyError::Socks5Reply(rep));
+                    }
+                    // The bound address is read to its end (and dropped) so no byte of it
+                    // is taken for the tunnel; its size comes from the address type.
+                    self.state = match atyp {
+                        ATYP_V4 => State::BoundAddr(4 + 2),
+                        ATYP_V6 => State::BoundAddr(16 + 2),
+                        ATYP_DOMAIN => State::DomainLen,
+                        _ => return Err(ProxyError::MalformedResponse),
+                    };
+                }
+                State::DomainLen => {
+                    let Some([len]) = self.take::<1>() else {
+                        return Ok(self.read_rest(1));
+                    };
+                    self.state = State::BoundAddr(usize::from(len) + 2);
+                }
+                State::BoundAddr(n) => {
+                    if self.buf.len() < n {
+                        return Ok(self.read_rest(n));
+                    }
+                    self.buf.clear();
+                    self.state = State::Done;
+                }
+                State::Done => return Ok(Step::Done),
+            }
+        }
+    }
+
+    /// The first `N` bytes once that many were read (the buffer is then emptied).
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let got: [u8; N] = self.buf.get(..N)?.try_into().ok()?;
+        self.buf.clear();
+        Some(got)
+    }
+
+    /// A read for the rest of an `n`-byte field.
+    fn read_rest(&self, n: usize) -> Step {
+        Step::Read(n - self.buf.len())
+    }
+}
+
+fn connect_request(server: &ProxyServer, host: &str, port: u16) -> Result<Vec<u8>, ProxyError> {
+    // RFC 9110 9.3.6: "the request-target consists of only the host and port number of
+    // the tunnel destination"; IPv6 literals in brackets (RFC 3986 3.2.2).
+    let authority = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    if authority.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(ProxyError::InvalidUrl("invalid target host"));
+    }
+    let mut request = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if let Some((user, pass)) = &server.credentials {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        request.push_str("Proxy-Authorization: Basic ");
+        request.push_str(&token);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    Ok(request.into_bytes())
+}
+
+fn check_connect_response(head: &[u8]) -> Result<(), ProxyError> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(ProxyError::MalformedResponse),
+    }
+    let status = response.code.ok_or(ProxyError::MalformedResponse)?;
+    // RFC 9110 9.3.6: "Any 2xx (Successful) response indicates that the sender (and all
+    // inbound proxies) will switch to tunnel mode immediately after the response header
+    // section"; any other status means the tunnel was not opened.
+    if !(200..300).contains(&status) {
+        return Err(ProxyError::Status(status));
+    }
+    Ok(())
+}
+
+fn socks5_request(host: &str, port: u16) -> Result<Vec<u8>, ProxyError> {
     let mut request = vec![SOCKS5, CMD_CONNECT, 0x00];
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if let Ok(v4) = bare.parse::<Ipv4Addr>() {
@@ -592,93 +737,61 @@ where
         // follow". Sending the name lets the proxy resolve it.
         let len = u8::try_from(host.len()).map_err(|_| ProxyError::Socks5FieldTooLong)?;
         if len == 0 {
-            return Err(ProxyError::InvalidUrl("empty target host").into());
+            return Err(ProxyError::InvalidUrl("empty target host"));
         }
         request.push(ATYP_DOMAIN);
         request.push(len);
         request.extend_from_slice(host.as_bytes());
     }
     request.extend_from_slice(&port.to_be_bytes());
+    Ok(request)
+}
 
-    let auth = match &server.credentials {
-        None => None,
-        Some((user, pass)) => {
-            // RFC 1929 2: ULEN and PLEN are one octet each; a user name has at least one.
-            let ulen = u8::try_from(user.len()).map_err(|_| ProxyError::Socks5FieldTooLong)?;
-            let plen = u8::try_from(pass.len()).map_err(|_| ProxyError::Socks5FieldTooLong)?;
-            if ulen == 0 {
-                return Err(ProxyError::Socks5FieldTooLong.into());
-            }
-            let mut msg = vec![0x01, ulen];
-            msg.extend_from_slice(user.as_bytes());
-            msg.push(plen);
-            msg.extend_from_slice(pass.as_bytes());
-            Some(msg)
-        }
-    };
+fn socks5_auth(user: &str, pass: &str) -> Result<Vec<u8>, ProxyError> {
+    // RFC 1929 2: VER 1, ULEN, UNAME, PLEN, PASSWD; the lengths are one octet each and
+    // a user name has at least one.
+    let ulen = u8::try_from(user.len()).map_err(|_| ProxyError::Socks5FieldTooLong)?;
+    let plen = u8::try_from(pass.len()).map_err(|_| ProxyError::Socks5FieldTooLong)?;
+    if ulen == 0 {
+        return Err(ProxyError::Socks5FieldTooLong);
+    }
+    let mut msg = vec![0x01, ulen];
+    msg.extend_from_slice(user.as_bytes());
+    msg.push(plen);
+    msg.extend_from_slice(pass.as_bytes());
+    Ok(msg)
+}
 
-    // RFC 1928 3: VER, NMETHODS, METHODS.
-    let greeting: &[u8] = match auth {
-        Some(_) => &[SOCKS5, 2, NO_AUTH, USER_PASS],
-        None => &[SOCKS5, 1, NO_AUTH],
-    };
-    stream.write_all(greeting).await?;
-    stream.flush().await?;
-    let mut choice = [0u8; 2];
-    stream.read_exact(&mut choice).await?;
-    if choice[0] != SOCKS5 {
-        return Err(ProxyError::MalformedResponse.into());
-    }
-    match (choice[1], &auth) {
-        (NO_AUTH, _) => {}
-        (USER_PASS, Some(msg)) => {
-            stream.write_all(msg).await?;
-            stream.flush().await?;
-            let mut reply = [0u8; 2];
-            stream.read_exact(&mut reply).await?;
-            // RFC 1929 2: "A STATUS field of X'00' indicates success. If the server
-            // returns a `failure' (STATUS value other than X'00') status, it MUST close
-            // the connection."
-            if reply[0] != 0x01 {
-                return Err(ProxyError::MalformedResponse.into());
+/// Opens a tunnel to `host:port` through `server` on `stream`, a connection to the proxy.
+/// On success the stream carries the target's bytes, and nothing of them has been read.
+pub(crate) async fn open_tunnel<S>(
+    stream: &mut S,
+    server: &ProxyServer,
+    host: &str,
+    port: u16,
+    max_response_head: usize,
+) -> Result<(), Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut negotiation = Negotiation::new(server, host, port, max_response_head)?;
+    let mut buf = [0u8; MAX_READ];
+    loop {
+        match negotiation.poll()? {
+            Step::Write(bytes) => {
+                stream.write_all(&bytes).await?;
+                stream.flush().await?;
             }
-            if reply[1] != 0x00 {
-                return Err(ProxyError::Socks5AuthFailed(reply[1]).into());
+            Step::Read(n) => {
+                let got = stream.read(&mut buf[..n.min(MAX_READ)]).await?;
+                if got == 0 {
+                    return Err(Error::Io(std::io::ErrorKind::UnexpectedEof.into()));
+                }
+                negotiation.feed(&buf[..got]);
             }
+            Step::Done => return Ok(()),
         }
-        // RFC 1928 3: "If the selected METHOD is X'FF', none of the methods listed by the
-        // client are acceptable, and the client MUST close the connection."
-        (NO_ACCEPTABLE, _) => return Err(ProxyError::Socks5NoAcceptableMethod.into()),
-        // A method we did not offer.
-        _ => return Err(ProxyError::MalformedResponse.into()),
     }
-
-    stream.write_all(&request).await?;
-    stream.flush().await?;
-    // RFC 1928 6: VER, REP, RSV, ATYP, BND.ADDR, BND.PORT.
-    let mut reply = [0u8; 4];
-    stream.read_exact(&mut reply).await?;
-    if reply[0] != SOCKS5 {
-        return Err(ProxyError::MalformedResponse.into());
-    }
-    if reply[1] != 0x00 {
-        return Err(ProxyError::Socks5Reply(reply[1]).into());
-    }
-    // The bound address is read to its end (and dropped) so no byte of it is taken for
-    // the tunnel; its size comes from the address type, at most 255 + 2 bytes.
-    let rest = match reply[3] {
-        ATYP_V4 => 4 + 2,
-        ATYP_V6 => 16 + 2,
-        ATYP_DOMAIN => {
-            let mut len = [0u8; 1];
-            stream.read_exact(&mut len).await?;
-            usize::from(len[0]) + 2
-        }
-        _ => return Err(ProxyError::MalformedResponse.into()),
-    };
-    let mut skip = [0u8; 257];
-    stream.read_exact(&mut skip[..rest]).await?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -778,6 +891,46 @@ mod tests {
         want.extend_from_slice(b"host.example");
         want.extend_from_slice(&8080u16.to_be_bytes());
         assert_eq!(sent, want);
+    }
+
+    /// Drives a negotiation with `answer`, handing over `chunk` bytes at most per read.
+    fn drive(server: &str, answer: &[u8], chunk: usize) -> Result<usize, ProxyError> {
+        let server = ProxyServer::parse(server).unwrap();
+        let mut n = Negotiation::new(&server, "example.com", 443, 1024)?;
+        let mut pos = 0;
+        loop {
+            match n.poll()? {
+                Step::Write(bytes) => assert!(!bytes.is_empty()),
+                Step::Read(want) => {
+                    assert!((1..=MAX_READ).contains(&want));
+                    let end = (pos + want.min(chunk)).min(answer.len());
+                    assert!(end > pos, "asked for more than the whole answer");
+                    n.feed(&answer[pos..end]);
+                    pos = end;
+                }
+                Step::Done => return Ok(pos),
+            }
+        }
+    }
+
+    #[test]
+    fn answers_split_anywhere_give_the_same_result_and_are_read_exactly() {
+        let socks = [5, 2, 1, 0, 5, 0, 0, 3, 3, b'a', b'b', b'c', 1, 187];
+        let http = b"HTTP/1.1 200 OK\r\nX: \r\r\n\n\r\n\r\n";
+        for chunk in [1, 2, 3, 5, MAX_READ] {
+            assert_eq!(drive("socks5://u:p@s", &socks, chunk), Ok(socks.len()));
+            assert_eq!(
+                drive("http://s", http, chunk),
+                Err(ProxyError::MalformedResponse)
+            );
+            let ok = b"HTTP/1.1 200 OK\r\nVia: 1.1 p\r\n\r\n";
+            assert_eq!(drive("http://s", ok, chunk), Ok(ok.len()));
+            let refused = [5, 2, 1, 7];
+            assert_eq!(
+                drive("socks5://u:p@s", &refused, chunk),
+                Err(ProxyError::Socks5AuthFailed(7))
+            );
+        }
     }
 
     #[test]
