@@ -1,27 +1,9 @@
 //! Client connections through proxies (feature `proxy`): HTTP `CONNECT` (RFC 9110 9.3.6)
 //! and SOCKS5 (RFC 1928, with RFC 1929 username/password authentication).
 //!
-//! A [`ClientConfig`](super::ClientConfig) carries a [`Proxy`]: none (the default), one
-//! fixed server, or [`Proxy::from_env`], which reads the usual environment variables at
-//! each connect. The tunnel is opened inside [`ClientConfig::connect_timeout`]
-//! (`connect_timeout` covers reaching the proxy and its answer), then TLS (for `wss://`)
-//! and the WebSocket handshake run through it unchanged.
-//!
-//! ```no_run
-//! use rapidws::tokio::{ClientConfig, Proxy, connect};
-//!
-//! # async fn run() -> Result<(), rapidws::tokio::Error> {
-//! let config = ClientConfig::default().with_proxy(Proxy::socks5("socks5://127.0.0.1:1080")?);
-//! let ws = connect("ws://example.com/chat", &config).await?;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! The proxy is an untrusted peer like any other: its answer is read into at most
-//! [`Proxy::max_response_head`] bytes, never past its end, and every failure is a
-//! [`ProxyError`] carrying the HTTP status or SOCKS5 reply code.
-//!
-//! [`ClientConfig::connect_timeout`]: super::ClientConfig::connect_timeout
+//! The public face is [`Proxy`] (re-exported from `rapidws::tokio`, used by the tokio and
+//! the blocking client); the exchange itself is the sans-IO [`Negotiation`], driven by
+//! [`open_tunnel`] here and by the blocking client.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -202,8 +184,27 @@ enum Mode {
 }
 
 /// Which proxy a client connects through: none (the default), a fixed server, or the one
-/// the environment names ([`Proxy::from_env`]). Set it with
-/// [`ClientConfig::with_proxy`](super::ClientConfig::with_proxy).
+/// the environment names ([`Proxy::from_env`], read at each connect). Set it with
+/// [`ClientConfig::with_proxy`](super::ClientConfig::with_proxy) (or the blocking
+/// client's `with_proxy`).
+///
+/// The tunnel is opened within the client's `connect_timeout` (reaching the proxy and
+/// its answer), then TLS (for `wss://`) and the WebSocket handshake run through it
+/// unchanged.
+///
+/// ```no_run
+/// use rapidws::tokio::{ClientConfig, Proxy, connect};
+///
+/// # async fn run() -> Result<(), rapidws::tokio::Error> {
+/// let config = ClientConfig::default().with_proxy(Proxy::socks5("socks5://127.0.0.1:1080")?);
+/// let ws = connect("ws://example.com/chat", &config).await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The proxy is an untrusted peer like any other: its answer is read into at most
+/// [`Proxy::max_response_head`] bytes and never past its end, and every failure is a
+/// [`ProxyError`] carrying the HTTP status or SOCKS5 reply code.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Proxy {
     mode: Mode,
