@@ -625,10 +625,11 @@ async fn socks5_host_name_longer_than_255_bytes_is_refused_before_sending() {
     assert!(seen.lock().unwrap().is_empty());
 }
 
+/// A wss:// echo server (our TLS helper) with a fresh self-signed certificate for
+/// `localhost`; returns its port and a client TLS configuration trusting it.
 #[cfg(feature = "rustls")]
-#[tokio::test]
-async fn wss_through_an_http_connect_proxy() {
-    use rapidws::tls::{TlsAcceptor, client_config_with_roots, connect_tls, server_config};
+async fn wss_echo_server() -> (u16, Arc<tokio_rustls::rustls::ClientConfig>) {
+    use rapidws::tls::{TlsAcceptor, client_config_with_roots, server_config};
     use tokio_rustls::rustls;
     use tokio_rustls::rustls::pki_types::PrivatePkcs8KeyDer;
 
@@ -644,28 +645,30 @@ async fn wss_through_an_http_connect_proxy() {
             .await
             .unwrap();
         while let Ok(Some(msg)) = ws.recv().await {
-            if msg.is_data() {
-                ws.send(msg).await.unwrap();
+            if msg.is_data() && ws.send(msg).await.is_err() {
+                break;
             }
         }
     });
-    let (proxy, seen) = connect_proxy(None).await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).unwrap();
+    (port, client_config_with_roots(roots).unwrap())
+}
+
+#[cfg(feature = "rustls")]
+#[tokio::test]
+async fn wss_through_an_http_connect_proxy() {
+    use rapidws::tls::connect_tls;
+
+    let (port, tls) = wss_echo_server().await;
+    let (proxy, seen) = connect_proxy(None).await;
     let config = ClientConfig::default()
         .with_proxy(Proxy::http(&format!("http://127.0.0.1:{proxy}")).unwrap());
     let url = format!("wss://localhost:{port}/");
-    let mut ws = tokio::time::timeout(
-        LIMIT,
-        connect_tls(
-            &url,
-            &config,
-            Some(client_config_with_roots(roots).unwrap()),
-        ),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let mut ws = tokio::time::timeout(LIMIT, connect_tls(&url, &config, Some(tls)))
+        .await
+        .unwrap()
+        .unwrap();
     ws.send(Message::text("tls in a tunnel")).await.unwrap();
     assert_eq!(
         ws.recv().await.unwrap(),
@@ -721,6 +724,27 @@ mod blocking_client {
             *socks_seen.lock().unwrap(),
             [format!("atyp3 localhost:{echo}")]
         );
+    }
+
+    #[cfg(feature = "rustls")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_wss_through_a_socks5_proxy() {
+        let (port, tls) = wss_echo_server().await;
+        let (socks, seen) = socks5_proxy(None).await;
+        tokio::task::spawn_blocking(move || {
+            let p = Proxy::socks5(&format!("127.0.0.1:{socks}")).unwrap();
+            let url = format!("wss://localhost:{port}/");
+            let mut ws = blocking::connect_tls(&url, &quick().with_proxy(p), Some(tls)).unwrap();
+            ws.send_text("tls, blocking, socks").unwrap();
+            assert_eq!(
+                ws.read().unwrap(),
+                Some(blocking::Message::text("tls, blocking, socks"))
+            );
+            ws.close(1000, "").unwrap();
+        })
+        .await
+        .unwrap();
+        assert_eq!(*seen.lock().unwrap(), [format!("atyp3 localhost:{port}")]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
