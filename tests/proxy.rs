@@ -354,8 +354,10 @@ async fn scripted_proxy(reply: Vec<u8>, close: bool) -> u16 {
     port
 }
 
+/// A connect timeout short enough for the tests that wait for it, long enough for a
+/// loaded CI machine to finish every exchange that should succeed.
 fn short_timeout() -> ClientConfig {
-    ClientConfig::default().with_connect_timeout(Duration::from_millis(500))
+    ClientConfig::default().with_connect_timeout(Duration::from_secs(2))
 }
 
 #[tokio::test]
@@ -383,10 +385,11 @@ async fn silent_proxy_is_a_connect_timeout() {
     for kind in ["http", "socks5"] {
         let proxy = scripted_proxy(Vec::new(), false).await;
         let p = Proxy::url(&format!("{kind}://127.0.0.1:{proxy}")).unwrap();
+        let config = ClientConfig::default()
+            .with_connect_timeout(Duration::from_millis(500))
+            .with_proxy(p);
         let start = std::time::Instant::now();
-        let err = echo_once("ws://localhost:9/", &short_timeout().with_proxy(p))
-            .await
-            .unwrap_err();
+        let err = echo_once("ws://localhost:9/", &config).await.unwrap_err();
         assert!(
             matches!(err, Error::Timeout(Timeout::Connect)),
             "{kind}: {err:?}"
@@ -702,7 +705,7 @@ mod blocking_client {
     fn quick() -> blocking::ClientConfig {
         blocking::ClientConfig::default()
             .with_read_timeout(Some(LIMIT))
-            .with_connect_timeout(Duration::from_millis(500))
+            .with_connect_timeout(Duration::from_secs(2))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -791,7 +794,10 @@ mod blocking_client {
         let start = std::time::Instant::now();
         let err = tokio::task::spawn_blocking(move || {
             let p = Proxy::http(&format!("http://127.0.0.1:{port}")).unwrap();
-            echo_blocking("ws://localhost:9/", &quick().with_proxy(p)).unwrap_err()
+            let config = quick()
+                .with_connect_timeout(Duration::from_millis(500))
+                .with_proxy(p);
+            echo_blocking("ws://localhost:9/", &config).unwrap_err()
         })
         .await
         .unwrap();
