@@ -1,6 +1,5 @@
 //! `wss://` over rustls (feature `rustls`): clients, a server helper, and the blocking
-//! client ([`blocking::connect_tls`](crate::blocking::connect_tls), with feature
-//! `blocking`).
+//! client (`blocking::connect_tls`, with feature `blocking`).
 //!
 //! The crypto provider (ring) is chosen when each rustls configuration is built, so no
 //! process-wide `CryptoProvider` has to be installed first. [`default_client_config`]
