@@ -3,7 +3,7 @@
 //!
 //! The crypto provider (ring) is chosen when each rustls configuration is built, so no
 //! process-wide `CryptoProvider` has to be installed first. [`default_client_config`]
-//! trusts Mozilla's roots (webpki-roots); [`native_roots_client_config`] (feature
+//! trusts Mozilla's roots (webpki-roots); `native_roots_client_config` (feature
 //! `rustls-native-roots`) trusts the operating system's; pass your own configuration to
 //! [`connect_tls`] for private roots or client certificates.
 //!

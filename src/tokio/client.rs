@@ -21,7 +21,7 @@ use super::ws::WebSocket;
 /// [`ClientConfig::connect_timeout`], trying each address), sets `TCP_NODELAY`, and runs
 /// the opening handshake (within the handshake timeout), offering the configured
 /// subprotocols and permessage-deflate. With feature `proxy`, the connection goes
-/// through the [`ClientConfig::proxy`] named for the host, if any.
+/// through the proxy its configuration names for the host, if any.
 ///
 /// A server's refusal comes back as [`Error::ClientHandshake`] holding
 /// [`ClientError::Status`](crate::handshake::ClientError::Status) with the response.
