@@ -85,13 +85,18 @@ pub enum Error {
     /// The application refused the upgrade request with this HTTP status
     /// ([`accept_with`]); the refusal was sent.
     Rejected(u16),
-    /// `wss://` needs TLS: connect it yourself and call [`client_handshake`].
+    /// [`connect`] was given a `wss://` URL: use `connect_tls` (feature `rustls`), or
+    /// connect TLS yourself and call [`client_handshake`].
     TlsUnsupported,
     /// The connection is closed; nothing more can be sent.
     Closed,
     /// A send was refused for another reason (control payload over 125 bytes, a close
     /// code that may not be sent, ...).
     Send(SendError),
+    /// The proxy refused or botched opening the tunnel, or its URL is unusable
+    /// (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    Proxy(crate::tokio::ProxyError),
 }
 
 impl fmt::Display for Error {
@@ -108,6 +113,8 @@ impl fmt::Display for Error {
             Error::TlsUnsupported => f.write_str("wss:// needs a TLS stream"),
             Error::Closed => f.write_str("connection closed"),
             Error::Send(e) => write!(f, "send refused: {e}"),
+            #[cfg(feature = "proxy")]
+            Error::Proxy(e) => e.fmt(f),
         }
     }
 }
@@ -122,6 +129,8 @@ impl std::error::Error for Error {
             Error::ClientHandshake(e) => Some(e),
             Error::ServerHandshake(e) => Some(e),
             Error::Send(e) => Some(e),
+            #[cfg(feature = "proxy")]
+            Error::Proxy(e) => Some(e),
             _ => None,
         }
     }
@@ -238,7 +247,8 @@ pub struct ClientConfig {
     pub connection: Config,
     /// Handshake settings: response limits and the permessage-deflate offer.
     pub handshake: handshake::ClientConfig,
-    /// Time allowed for each TCP connect attempt. Default 10 s.
+    /// Time allowed for each TCP connect attempt, and for a proxy to open its tunnel.
+    /// Default 10 s.
     pub connect_timeout: Duration,
     /// The socket's read timeout, set by [`connect`] (it bounds the handshake too).
     /// Default 30 s; `None` waits forever.
@@ -251,6 +261,11 @@ pub struct ClientConfig {
     pub subprotocols: Vec<String>,
     /// Extra request headers, for example `Authorization`.
     pub headers: Vec<(String, String)>,
+    /// The proxy to connect through (feature `proxy`; the same [`Proxy`](crate::tokio::Proxy)
+    /// as the tokio client). Default none. Opening the tunnel (TCP to the proxy excluded)
+    /// must finish within [`ClientConfig::connect_timeout`].
+    #[cfg(feature = "proxy")]
+    pub proxy: crate::tokio::Proxy,
 }
 
 impl Default for ClientConfig {
@@ -264,6 +279,8 @@ impl Default for ClientConfig {
             nodelay: true,
             subprotocols: Vec::new(),
             headers: Vec::new(),
+            #[cfg(feature = "proxy")]
+            proxy: crate::tokio::Proxy::none(),
         }
     }
 }
@@ -279,6 +296,17 @@ impl ClientConfig {
         self.read_timeout = t;
         self
     }
+    /// Sets [`ClientConfig::connect_timeout`].
+    pub fn with_connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+    /// Sets [`ClientConfig::proxy`] (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    pub fn with_proxy(mut self, proxy: crate::tokio::Proxy) -> Self {
+        self.proxy = proxy;
+        self
+    }
     /// Offers permessage-deflate with these settings (`None`: no offer).
     #[cfg(feature = "deflate")]
     pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
@@ -289,15 +317,85 @@ impl ClientConfig {
 
 /// Connects to a `ws://host[:port]/path` URL over TCP (each resolved address in turn,
 /// within [`ClientConfig::connect_timeout`] each), sets the socket options and runs the
-/// opening handshake.
+/// opening handshake. For `wss://` use `connect_tls` (feature `rustls`). With feature
+/// `proxy`, the connection goes through the [`ClientConfig::proxy`] named for the host.
 pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
     let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
     if target.secure {
         return Err(Error::TlsUnsupported);
     }
+    let stream = open_stream(&target.host, target.port, false, config)?;
+    run_client_handshake(stream, request, config)
+}
+
+/// The TCP stream to `host:port` for a client: direct, or a tunnel through the proxy the
+/// configuration names for it (feature `proxy`; `secure`: a `wss://` URL).
+fn open_stream(
+    host: &str,
+    port: u16,
+    secure: bool,
+    config: &ClientConfig,
+) -> Result<TcpStream, Error> {
+    #[cfg(feature = "proxy")]
+    if let Some(server) = config
+        .proxy
+        .for_target(host, secure)
+        .map_err(Error::Proxy)?
+    {
+        let mut stream = connect_tcp(server.host(), server.port(), config)?;
+        proxy_tunnel(&mut stream, &server, host, port, config)?;
+        return Ok(stream);
+    }
+    #[cfg(not(feature = "proxy"))]
+    let _ = secure;
+    connect_tcp(host, port, config)
+}
+
+/// Opens the tunnel on `stream` (connected to the proxy) within the connect timeout: the
+/// socket timeouts are set to what is left of it before each step, and put back after.
+#[cfg(feature = "proxy")]
+fn proxy_tunnel(
+    stream: &mut TcpStream,
+    server: &crate::tokio::ProxyServer,
+    host: &str,
+    port: u16,
+    config: &ClientConfig,
+) -> Result<(), Error> {
+    use crate::tokio::proxy::{MAX_READ, Negotiation, Step};
+
+    let max_head = config.proxy.max_response_head();
+    let mut negotiation = Negotiation::new(server, host, port, max_head).map_err(Error::Proxy)?;
+    let deadline = Instant::now() + config.connect_timeout;
+    let mut buf = [0u8; MAX_READ];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the proxy did not open the tunnel within the connect timeout",
+            )));
+        }
+        stream.set_read_timeout(Some(left))?;
+        stream.set_write_timeout(Some(left))?;
+        match negotiation.poll().map_err(Error::Proxy)? {
+            Step::Write(bytes) => stream.write_all(&bytes)?,
+            Step::Read(n) => {
+                let got = read_some(stream, &mut buf[..n.min(MAX_READ)])?;
+                negotiation.feed(&buf[..got]);
+            }
+            Step::Done => break,
+        }
+    }
+    stream.set_read_timeout(config.read_timeout)?;
+    stream.set_write_timeout(config.write_timeout)?;
+    Ok(())
+}
+
+/// TCP to `host:port`, each resolved address in turn, with the socket options set.
+fn connect_tcp(host: &str, port: u16, config: &ClientConfig) -> Result<TcpStream, Error> {
     let mut last = None;
     let mut stream = None;
-    for addr in (target.host.as_str(), target.port).to_socket_addrs()? {
+    for addr in (host, port).to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, config.connect_timeout) {
             Ok(s) => {
                 stream = Some(s);
@@ -317,6 +415,49 @@ pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>,
     stream.set_read_timeout(config.read_timeout)?;
     stream.set_write_timeout(config.write_timeout)?;
     stream.set_nodelay(config.nodelay)?;
+    Ok(stream)
+}
+
+/// A blocking `wss://` stream: rustls's own blocking TLS stream over TCP (feature
+/// `rustls`).
+#[cfg(feature = "rustls")]
+pub type TlsStream =
+    tokio_rustls::rustls::StreamOwned<tokio_rustls::rustls::ClientConnection, TcpStream>;
+
+/// Connects to a `wss://host[:port]/path` URL (feature `rustls`): TCP as [`connect`]
+/// does (the socket's read and write timeouts bound the TLS handshake too), TLS with
+/// `tls` (or [`tls::default_client_config`](crate::tls::default_client_config): ring
+/// provider, Mozilla's roots), then the opening handshake. The certificate is checked
+/// against the URL's host; a failed check is [`Error::Io`] (kind `InvalidData`) naming
+/// the certificate problem.
+#[cfg(feature = "rustls")]
+pub fn connect_tls(
+    url: &str,
+    config: &ClientConfig,
+    tls: Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>,
+) -> Result<WebSocket<TlsStream>, Error> {
+    use tokio_rustls::rustls::{ClientConnection, StreamOwned, pki_types::ServerName};
+
+    let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
+    if !target.secure {
+        return Err(Error::ClientHandshake(ClientError::InvalidRequest(
+            "connect_tls needs a wss:// URL",
+        )));
+    }
+    let tls = match tls {
+        Some(t) => t,
+        None => crate::tls::webpki_client_config().map_err(|e| Error::Io(io::Error::other(e)))?,
+    };
+    let name = ServerName::try_from(target.host.clone())
+        .map_err(|_| Error::ClientHandshake(ClientError::InvalidRequest("invalid host for TLS")))?;
+    let conn = ClientConnection::new(tls, name).map_err(|e| Error::Io(io::Error::other(e)))?;
+    let tcp = open_stream(&target.host, target.port, true, config)?;
+    let mut stream = StreamOwned::new(conn, tcp);
+    // Finish the TLS handshake here, so a certificate problem is reported as such rather
+    // than as a failed write of the upgrade request.
+    while stream.conn.is_handshaking() {
+        stream.conn.complete_io(&mut stream.sock)?;
+    }
     run_client_handshake(stream, request, config)
 }
 

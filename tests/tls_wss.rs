@@ -90,3 +90,212 @@ async fn ws_url_is_refused_by_the_tls_connector() {
         .unwrap_err();
     assert!(matches!(err, rapidws::tokio::Error::Url(_)), "{err:?}");
 }
+
+/// PEM text of a fresh self-signed certificate for `localhost`, and of its key.
+fn pem_certificate() -> (String, String) {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    (ck.cert.pem(), ck.key_pair.serialize_pem())
+}
+
+/// Our wss:// echo server helper (`server_config_from_pem` + `tls::accept`) for
+/// `connections` connections; returns its port.
+async fn helper_echo_server(cert_pem: &str, key_pem: &str, connections: usize) -> u16 {
+    let config =
+        rapidws::tls::server_config_from_pem(cert_pem.as_bytes(), key_pem.as_bytes()).unwrap();
+    assert_eq!(config.alpn_protocols, [b"http/1.1".to_vec()]);
+    let acceptor = TlsAcceptor::from(config);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        for _ in 0..connections {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) =
+                    rapidws::tls::accept(&acceptor, tcp, &ServerConfig::default()).await
+                else {
+                    return;
+                };
+                while let Ok(Some(msg)) = ws.recv().await {
+                    if msg.is_data() && ws.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn roots_of(cert_pem: &str) -> rustls::RootCertStore {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap())
+        .unwrap();
+    roots
+}
+
+#[tokio::test]
+async fn wss_server_helper_from_pem_echoes_to_our_client() {
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 1).await;
+    let tls = client_config_with_roots(roots_of(&cert)).unwrap();
+    let url = format!("wss://localhost:{port}/");
+    let mut ws = tokio::time::timeout(
+        Duration::from_secs(10),
+        connect_tls(&url, &ClientConfig::default(), Some(tls)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    for i in 0..20u32 {
+        let msg = Message::binary(vec![i as u8; 1000 * i as usize]);
+        ws.send(msg.clone()).await.unwrap();
+        assert_eq!(ws.recv().await.unwrap(), Some(msg));
+    }
+    ws.close(1000, "").await.unwrap();
+}
+
+#[test]
+fn server_config_from_pem_names_what_is_missing_or_wrong() {
+    use rapidws::tls::{TlsConfigError, server_config_from_pem};
+    let (cert, key) = pem_certificate();
+    let (_, other_key) = pem_certificate();
+    assert!(matches!(
+        server_config_from_pem(b"", key.as_bytes()),
+        Err(TlsConfigError::NoCertificate)
+    ));
+    assert!(matches!(
+        server_config_from_pem(cert.as_bytes(), cert.as_bytes()),
+        Err(TlsConfigError::NoPrivateKey)
+    ));
+    assert!(matches!(
+        server_config_from_pem(cert.as_bytes(), other_key.as_bytes()),
+        Err(TlsConfigError::Rustls(_))
+    ));
+    // One PEM text holding both works too.
+    let both = format!("{cert}{key}");
+    assert!(server_config_from_pem(both.as_bytes(), both.as_bytes()).is_ok());
+}
+
+#[tokio::test]
+async fn silent_tls_peers_are_a_handshake_timeout_on_both_sides() {
+    use rapidws::tokio::{Config, Error, Timeout};
+    let quick = Config::default().with_handshake_timeout(Some(Duration::from_millis(300)));
+    // A "server" that accepts TCP and never answers the ClientHello.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hold = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        drop(tcp);
+    });
+    let config = ClientConfig::default().with_connection(quick.clone());
+    let err = tokio::time::timeout(
+        Duration::from_secs(5),
+        connect_tls(&format!("wss://localhost:{port}/"), &config, None),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(matches!(err, Error::Timeout(Timeout::Handshake)), "{err:?}");
+    hold.abort();
+
+    // A client that connects TCP and never sends a ClientHello.
+    let (cert, key) = pem_certificate();
+    let acceptor = TlsAcceptor::from(
+        rapidws::tls::server_config_from_pem(cert.as_bytes(), key.as_bytes()).unwrap(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (tcp, _) = listener.accept().await.unwrap();
+    let server = ServerConfig::default().with_connection(quick);
+    let err = tokio::time::timeout(
+        Duration::from_secs(5),
+        rapidws::tls::accept(&acceptor, tcp, &server),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(matches!(err, Error::Timeout(Timeout::Handshake)), "{err:?}");
+}
+
+#[cfg(feature = "blocking")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_wss_client_echoes_with_the_tokio_wss_server() {
+    use rapidws::blocking;
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 1).await;
+    let tls = client_config_with_roots(roots_of(&cert)).unwrap();
+    let url = format!("wss://localhost:{port}/blocking");
+    tokio::task::spawn_blocking(move || {
+        let config =
+            blocking::ClientConfig::default().with_read_timeout(Some(Duration::from_secs(10)));
+        let mut ws = blocking::connect_tls(&url, &config, Some(tls)).unwrap();
+        let big = vec![3u8; 300_000];
+        ws.send(blocking::Message::text("blocking over tls"))
+            .unwrap();
+        ws.send_binary(&big).unwrap();
+        assert_eq!(
+            ws.read().unwrap(),
+            Some(blocking::Message::text("blocking over tls"))
+        );
+        assert_eq!(ws.read().unwrap(), Some(blocking::Message::binary(big)));
+        ws.close(1000, "done").unwrap();
+        assert_eq!(ws.read().unwrap(), None);
+    })
+    .await
+    .unwrap();
+}
+
+#[cfg(feature = "blocking")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_wss_client_refuses_an_untrusted_certificate_and_ws_urls() {
+    use rapidws::blocking;
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 1).await;
+    let url = format!("wss://localhost:{port}/");
+    tokio::task::spawn_blocking(move || {
+        let config =
+            blocking::ClientConfig::default().with_read_timeout(Some(Duration::from_secs(10)));
+        // Mozilla's roots (the default) do not include our self-signed certificate.
+        let err = blocking::connect_tls(&url, &config, None).unwrap_err();
+        assert!(matches!(&err, blocking::Error::Io(_)), "{err:?}");
+        assert!(err.to_string().contains("certificate"), "{err}");
+        let err = blocking::connect_tls("ws://127.0.0.1:1/", &config, None).unwrap_err();
+        assert!(
+            matches!(err, blocking::Error::ClientHandshake(_)),
+            "{err:?}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[cfg(feature = "rustls-native-roots")]
+#[tokio::test]
+async fn native_roots_do_not_trust_a_self_signed_certificate() {
+    use rapidws::tls::{TlsConfigError, native_roots_client_config};
+    let tls = match native_roots_client_config() {
+        Ok(tls) => tls,
+        // A machine without a trust store is told so, by name.
+        Err(TlsConfigError::NoRoots) => return,
+        Err(e) => panic!("{e}"),
+    };
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 1).await;
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        connect_tls(
+            &format!("wss://localhost:{port}/"),
+            &ClientConfig::default(),
+            Some(tls),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(err.to_string().contains("certificate"), "{err}");
+}

@@ -150,6 +150,16 @@ impl ClientRequest {
         Ok((request, target))
     }
 
+    /// The `Host` header value.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The request target: path and query, starting with `/`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     /// Sends an `Origin` header (browsers always do; other clients may).
     pub fn origin(mut self, origin: impl Into<String>) -> Self {
         self.origin = Some(origin.into());

@@ -13,26 +13,22 @@ use crate::handshake::{ClientHandshake, ClientRequest};
 
 use super::config::ClientConfig;
 use super::error::{Error, Timeout};
-use super::net::connect_tcp;
+use super::net::open_stream;
 use super::url::WsUrl;
 use super::ws::WebSocket;
 
 /// Connects to a `ws://host[:port]/path` URL: resolves the host, connects over TCP (within
 /// [`ClientConfig::connect_timeout`], trying each address), sets `TCP_NODELAY`, and runs
 /// the opening handshake (within the handshake timeout), offering the configured
-/// subprotocols and permessage-deflate.
+/// subprotocols and permessage-deflate. With feature `proxy`, the connection goes
+/// through the proxy its configuration names for the host, if any.
 ///
 /// A server's refusal comes back as [`Error::ClientHandshake`] holding
 /// [`ClientError::Status`](crate::handshake::ClientError::Status) with the response.
 /// For `wss://`, connect your own TLS stream and call [`client_handshake`].
 pub async fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
     let url = WsUrl::parse(url)?;
-    let stream = connect_tcp(&url, config.connect_timeout, config.nodelay)
-        .await
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::TimedOut => Error::Timeout(Timeout::Connect),
-            _ => Error::Io(e),
-        })?;
+    let stream = open_stream(&url.host, url.port, false, config).await?;
     client_handshake(stream, &url.host_header(), &url.resource, config).await
 }
 

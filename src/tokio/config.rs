@@ -7,6 +7,9 @@ use crate::connection;
 use crate::deflate::DeflateConfig;
 use crate::handshake;
 
+#[cfg(feature = "proxy")]
+use super::proxy::Proxy;
+
 /// Settings of one WebSocket connection (either role).
 ///
 /// The protocol settings (size limits, keepalive, idle and close timeouts, delivery mode)
@@ -187,6 +190,10 @@ pub struct ClientConfig {
     pub headers: Vec<(String, String)>,
     /// An `Origin` header to send.
     pub origin: Option<String>,
+    /// The proxy to connect through (feature `proxy`). Default [`Proxy::none`]: direct,
+    /// whatever the environment says; [`Proxy::from_env`] follows `https_proxy` & co.
+    #[cfg(feature = "proxy")]
+    pub proxy: Proxy,
 }
 
 impl Default for ClientConfig {
@@ -199,6 +206,8 @@ impl Default for ClientConfig {
             subprotocols: Vec::new(),
             headers: Vec::new(),
             origin: None,
+            #[cfg(feature = "proxy")]
+            proxy: Proxy::none(),
         }
     }
 }
@@ -228,6 +237,12 @@ impl ClientConfig {
     #[cfg(feature = "deflate")]
     pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
         self.handshake.deflate = deflate;
+        self
+    }
+    /// Sets [`ClientConfig::proxy`] (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    pub fn with_proxy(mut self, proxy: Proxy) -> Self {
+        self.proxy = proxy;
         self
     }
 }

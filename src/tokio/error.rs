@@ -15,7 +15,8 @@ use super::url::UrlError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Timeout {
-    /// DNS resolution plus TCP connect ([`ClientConfig::connect_timeout`](super::ClientConfig)).
+    /// DNS resolution plus TCP connect, and opening the proxy tunnel when there is one
+    /// ([`ClientConfig::connect_timeout`](super::ClientConfig)).
     Connect,
     /// The opening handshake ([`Config::handshake_timeout`](super::Config)).
     Handshake,
@@ -71,6 +72,10 @@ pub enum Error {
     /// A send was refused for another reason: a control payload over 125 bytes, a close
     /// code that may not be sent, a message while a fragmented one is open, ...
     Send(SendError),
+    /// The proxy refused or botched opening the tunnel, or its URL is unusable
+    /// (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    Proxy(super::proxy::ProxyError),
 }
 
 impl fmt::Display for Error {
@@ -87,6 +92,8 @@ impl fmt::Display for Error {
             Error::Url(e) => e.fmt(f),
             Error::Closed => f.write_str("connection closed"),
             Error::Send(e) => write!(f, "send refused: {e}"),
+            #[cfg(feature = "proxy")]
+            Error::Proxy(e) => e.fmt(f),
         }
     }
 }
@@ -102,6 +109,8 @@ impl std::error::Error for Error {
             Error::ServerHandshake(e) => Some(e),
             Error::Url(e) => Some(e),
             Error::Send(e) => Some(e),
+            #[cfg(feature = "proxy")]
+            Error::Proxy(e) => Some(e),
             Error::Timeout(_) | Error::Closed | Error::Rejected(_) => None,
         }
     }

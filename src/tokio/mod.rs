@@ -47,6 +47,8 @@ mod engine;
 mod error;
 use crate::message;
 mod net;
+#[cfg(feature = "proxy")]
+pub(crate) mod proxy;
 mod queue;
 mod server;
 mod url;
@@ -58,6 +60,10 @@ pub use error::{Error, Timeout, TrySendError};
 pub use message::{CloseFrame, Message, Utf8Bytes};
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
+#[cfg(feature = "rustls")]
+pub(crate) use net::open_stream;
+#[cfg(feature = "proxy")]
+pub use proxy::{DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy};
 pub use server::{Reject, accept, accept_with, serve};
 pub use url::{UrlError, WsUrl};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};

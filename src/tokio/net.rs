@@ -5,18 +5,53 @@ use std::time::Duration;
 
 use tokio::net::{TcpStream, lookup_host};
 
-use super::url::WsUrl;
+use super::config::ClientConfig;
+use super::error::{Error, Timeout};
 
-/// Resolves `url`'s host and connects to the first address that answers, all within
-/// `timeout`; sets `TCP_NODELAY` when asked.
+/// Opens the byte stream to `host:port` for a client: directly, or through the proxy the
+/// configuration names for it (feature `proxy`; `secure` tells which environment
+/// variable applies). Everything up to a usable stream happens within the connect
+/// timeout.
+pub(crate) async fn open_stream(
+    host: &str,
+    port: u16,
+    secure: bool,
+    config: &ClientConfig,
+) -> Result<TcpStream, Error> {
+    #[cfg(not(feature = "proxy"))]
+    let _ = secure;
+    #[cfg(feature = "proxy")]
+    if let Some(server) = config.proxy.for_target(host, secure)? {
+        let max_head = config.proxy.max_response_head();
+        let attempt = async {
+            let mut stream = connect_tcp(
+                server.host(),
+                server.port(),
+                config.connect_timeout,
+                config.nodelay,
+            )
+            .await?;
+            super::proxy::open_tunnel(&mut stream, &server, host, port, max_head).await?;
+            Ok::<_, Error>(stream)
+        };
+        return tokio::time::timeout(config.connect_timeout, attempt)
+            .await
+            .map_err(|_| Error::Timeout(Timeout::Connect))?;
+    }
+    connect_tcp(host, port, config.connect_timeout, config.nodelay).await
+}
+
+/// Resolves `host` and connects to the first address that answers, all within
+/// `timeout` (else [`Timeout::Connect`]); sets `TCP_NODELAY` when asked.
 pub(crate) async fn connect_tcp(
-    url: &WsUrl,
+    host: &str,
+    port: u16,
     timeout: Duration,
     nodelay: bool,
-) -> io::Result<TcpStream> {
+) -> Result<TcpStream, Error> {
     let attempt = async {
         let mut last_err = None;
-        for addr in lookup_host((url.host.as_str(), url.port)).await? {
+        for addr in lookup_host((host, port)).await? {
             match TcpStream::connect(addr).await {
                 Ok(stream) => return Ok(stream),
                 Err(e) => last_err = Some(e),
@@ -28,7 +63,7 @@ pub(crate) async fn connect_tcp(
     };
     let stream = tokio::time::timeout(timeout, attempt)
         .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+        .map_err(|_| Error::Timeout(Timeout::Connect))??;
     if nodelay {
         stream.set_nodelay(true)?;
     }
