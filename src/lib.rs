@@ -21,7 +21,11 @@
 //! | `deflate`  | yes     | permessage-deflate (RFC 7692) on zlib-rs: [`deflate`] |
 //! | `tokio`    | yes     | the async layer: [`tokio::serve`], [`tokio::connect`], split halves, send queues, timeouts; [`handler`] callbacks and [`tunnel`] byte streams |
 //! | `blocking` | yes     | a blocking layer over any `std::io::Read + Write`: [`blocking`] |
-//! | `rustls`   | no      | `wss://` client connections over rustls (`tls::connect_tls`) |
+//! | `rustls`   | no      | `wss://` over rustls, ring provider chosen explicitly: clients (`tls::connect_tls`, `blocking::connect_tls`) and servers (`tls::accept`, `tls::server_config_from_pem`) |
+//! | `rustls-native-roots` | no | the operating system's trust store for `wss://` clients (`tls::native_roots_client_config`) |
+//! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` (`tokio::Proxy`) |
+//! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`) |
+//! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`; implies `hyper` |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
 //!
 //! With `default-features = false` the sans-IO core alone is built: no async runtime, no
@@ -33,7 +37,9 @@
 //! |----------|-----|
 //! | a server on tokio | [`tokio::serve`], or [`tokio::accept`] on a stream you accepted |
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
-//! | a `wss://` client | `tls::connect_tls` (feature `rustls`) |
+//! | a `wss://` client or server | `tls::connect_tls` and `tls::accept` (feature `rustls`) |
+//! | a client behind a proxy | `tokio::ClientConfig::with_proxy` (feature `proxy`) |
+//! | a route in a hyper or axum app | `hyper::upgrade`, `axum::WebSocketUpgrade` (features `hyper`, `axum`) |
 //! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
