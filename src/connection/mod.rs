@@ -158,6 +158,7 @@ impl Connection {
         let mut dc = DecoderConfig::new(role);
         dc.max_frame_size = config.max_frame_size;
         dc.max_message_size = config.max_message_size;
+        dc.batch = config.batch_decode;
         Connection {
             role,
             config,
