@@ -274,7 +274,7 @@ impl Decoder {
 
     /// The rules of RFC 6455 5.2-5.5 that one header decides on its own (everything but the
     /// fragmentation state and the message size): its opcode, on success.
-    #[inline]
+    #[inline(always)]
     fn check_frame(&self, header: &FrameHeader) -> Result<OpCode, ProtocolError> {
         let opcode = OpCode::from_u8(header.opcode)
             // RFC 6455 5.2: "If an unknown opcode is received, the receiving endpoint MUST
@@ -318,7 +318,7 @@ impl Decoder {
     /// a pong or a whole unfragmented data message, so that taking it changes no decoder
     /// state. Anything else (a close, a fragment, an error) ends the batch and is left to
     /// the frame-at-a-time path, which reports the error if there is one.
-    #[inline]
+    #[inline(always)]
     fn batchable(&self, header: &FrameHeader) -> Option<Batched> {
         let opcode = self.check_frame(header).ok()?;
         let compressed = header.rsv & 0b100 != 0;
@@ -435,17 +435,13 @@ impl Decoder {
     /// does not hold it, which only a caller breaking the buffer contract can cause.
     #[inline]
     fn next_ahead(&mut self, buf: &[u8]) -> Option<Decoded> {
-        let h = match parse_header(buf) {
-            Ok(Some(h)) if frame_size(&h) <= buf.len() as u64 => h,
-            _ => {
-                self.ahead = 0;
-                return None;
-            }
+        // The batch checked this header: only its opcode, RSV1 and extent are read again.
+        let Some((b0, start, end)) = batched_extent(buf) else {
+            self.ahead = 0;
+            return None;
         };
         self.ahead -= 1;
-        let start = usize::from(h.header_len);
-        let end = start + h.payload_len as usize;
-        let item = match h.opcode {
+        let item = match b0 & 0x0f {
             0x9 => Item::Control(ControlFrame {
                 kind: ControlKind::Ping,
                 payload: start..end,
@@ -460,7 +456,7 @@ impl Decoder {
                 } else {
                     MessageKind::Binary
                 },
-                compressed: h.rsv & 0b100 != 0,
+                compressed: b0 & 0x40 != 0,
                 payload: start..end,
                 first: true,
                 frame_end: true,
@@ -542,6 +538,28 @@ enum Batched {
     Opaque,
     /// Ping or pong: unmask only.
     Control,
+}
+
+/// The first byte, payload start and payload end of the complete frame at the start of
+/// `buf`, for a header a batch has already parsed and checked; `None` if it is not all there.
+#[inline(always)]
+fn batched_extent(buf: &[u8]) -> Option<(u8, usize, usize)> {
+    let (&b0, rest) = buf.split_first()?;
+    let &b1 = rest.first()?;
+    let mask = usize::from(b1 >> 7) * 4;
+    let (start, len) = match b1 & 0x7f {
+        126 => (
+            4 + mask,
+            usize::from(u16::from_be_bytes([*buf.get(2)?, *buf.get(3)?])),
+        ),
+        127 => {
+            let b: [u8; 8] = buf.get(2..10)?.try_into().ok()?;
+            (10 + mask, usize::try_from(u64::from_be_bytes(b)).ok()?)
+        }
+        n => (2 + mask, usize::from(n)),
+    };
+    let end = start.checked_add(len)?;
+    (end <= buf.len()).then_some((b0, start, end))
 }
 
 /// Header plus payload length of a frame.
