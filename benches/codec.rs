@@ -7,9 +7,11 @@
 //! iteration written to `io::sink()` (tungstenite `send`; rapidws `send_binary` then a
 //! vectored write of each `Transmit`), masked for the client role.
 //!
-//! Burst: 1,000 masked text frames of 16 B or 100 B in one buffer (a client's burst of
-//! small messages), decoded whole per iteration, through the bare `Decoder` and through
-//! `Connection` (`handle_bytes` of the whole buffer, then `poll_event` until it is empty).
+//! Burst: 100 text frames of 16 B or 100 B in one buffer, masked (a client's burst, decoded
+//! by a server) or unmasked (a server's, decoded by a client), decoded whole per iteration
+//! through the bare `Decoder` and through `Connection` (`handle_bytes` of the whole buffer,
+//! then `poll_event` until it is empty); `batch` is the default batch path, `single` the
+//! frame-at-a-time path (`DecoderConfig::batch` / `Config::batch_decode` off).
 //!
 //! `cargo bench --bench codec -- --warm-up-time 1 --measurement-time 2`
 
@@ -163,11 +165,11 @@ fn encode(c: &mut Criterion) {
 }
 
 /// Frames in a burst buffer.
-const BURST: usize = 1000;
+const BURST: usize = 100;
 
-/// `BURST` masked text frames of `size` bytes, as a client sends them.
-fn burst(size: usize) -> Vec<u8> {
-    let mut conn = Connection::new(Role::Client, Config::default(), Instant::now());
+/// `BURST` text frames of `size` bytes as `sender` sends them (masked from a client).
+fn burst(sender: Role, size: usize) -> Vec<u8> {
+    let mut conn = Connection::new(sender, Config::default(), Instant::now());
     let text: String = (0..size)
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
@@ -181,51 +183,66 @@ fn burst(size: usize) -> Vec<u8> {
 
 fn decode_burst(c: &mut Criterion) {
     let mut g = c.benchmark_group("burst");
+    g.throughput(Throughput::Elements(BURST as u64));
     for size in [16, 100] {
-        let wire = burst(size);
-        g.throughput(Throughput::Elements(BURST as u64));
-
-        g.bench_function(BenchmarkId::new("decoder", size), |b| {
-            let mut decoder = Decoder::new(DecoderConfig::new(Role::Server));
-            let mut buf = wire.clone();
-            b.iter(|| {
-                buf.copy_from_slice(&wire);
-                let mut pos = 0;
-                let mut messages = 0;
-                loop {
-                    let d = decoder.decode(&mut buf[pos..]).unwrap();
-                    pos += d.consumed;
-                    match d.item {
-                        Some(Item::Data(chunk)) => {
-                            messages += usize::from(chunk.message_end);
-                            black_box(&chunk);
+        for masked in [true, false] {
+            let (sender, receiver, label) = if masked {
+                (Role::Client, Role::Server, "masked")
+            } else {
+                (Role::Server, Role::Client, "unmasked")
+            };
+            let wire = burst(sender, size);
+            // `batch` is the batch path (the default); `single` turns it off: one frame per
+            // call, the path every frame took before.
+            for (mode, batch) in [("batch", true), ("single", false)] {
+                let id = format!("{size}/{label}");
+                g.bench_function(BenchmarkId::new(format!("decoder/{mode}"), &id), |b| {
+                    let mut cfg = DecoderConfig::new(receiver);
+                    cfg.batch = batch;
+                    let mut decoder = Decoder::new(cfg);
+                    let mut buf = wire.clone();
+                    b.iter(|| {
+                        buf.copy_from_slice(&wire);
+                        let mut pos = 0;
+                        let mut messages = 0;
+                        loop {
+                            let d = decoder.decode(&mut buf[pos..]).unwrap();
+                            pos += d.consumed;
+                            match d.item {
+                                Some(Item::Data(chunk)) => {
+                                    messages += usize::from(chunk.message_end);
+                                    black_box(&chunk);
+                                }
+                                Some(Item::Control(_)) => unreachable!(),
+                                None => break,
+                            }
                         }
-                        Some(Item::Control(_)) => unreachable!(),
-                        None => break,
-                    }
-                }
-                assert_eq!(messages, BURST);
-            });
-        });
+                        assert_eq!(messages, BURST);
+                    });
+                });
 
-        g.bench_function(BenchmarkId::new("connection", size), |b| {
-            let now = Instant::now();
-            let mut conn = Connection::new(Role::Server, Config::default(), now);
-            b.iter(|| {
-                conn.handle_bytes(now, &wire);
-                let mut messages = 0;
-                while let Some(ev) = conn.poll_event() {
-                    match ev {
-                        Ok(Event::Message(m)) => {
-                            black_box(m.data);
-                            messages += 1;
+                g.bench_function(BenchmarkId::new(format!("connection/{mode}"), &id), |b| {
+                    let now = Instant::now();
+                    let mut cfg = Config::default();
+                    cfg.batch_decode = batch;
+                    let mut conn = Connection::new(receiver, cfg, now);
+                    b.iter(|| {
+                        conn.handle_bytes(now, &wire);
+                        let mut messages = 0;
+                        while let Some(ev) = conn.poll_event() {
+                            match ev {
+                                Ok(Event::Message(m)) => {
+                                    black_box(m.data);
+                                    messages += 1;
+                                }
+                                other => panic!("{other:?}"),
+                            }
                         }
-                        other => panic!("{other:?}"),
-                    }
-                }
-                assert_eq!(messages, BURST);
-            });
-        });
+                        assert_eq!(messages, BURST);
+                    });
+                });
+            }
+        }
     }
     g.finish();
 }

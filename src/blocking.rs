@@ -783,7 +783,8 @@ impl<S: Read + Write> WebSocket<S> {
             Message::Pong(p) => self.conn.pong(&p),
             Message::Close(c) => {
                 let (code, reason) = c.map_or((1000, Utf8Bytes::default()), |c| (c.code, c.reason));
-                self.conn.close(CloseCode(code), reason.as_str())
+                self.conn
+                    .close(Instant::now(), CloseCode(code), reason.as_str())
             }
         };
         r.map_err(Error::from_send)?;
@@ -815,7 +816,7 @@ impl<S: Read + Write> WebSocket<S> {
     /// server to close TCP (RFC 6455 7.1.1); a server returns and the stream is closed
     /// when dropped.
     pub fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
-        match self.conn.close(CloseCode(code), reason) {
+        match self.conn.close(Instant::now(), CloseCode(code), reason) {
             Ok(()) | Err(SendError::Closed) => {}
             Err(e) => return Err(Error::Send(e)),
         }

@@ -200,7 +200,7 @@ fn chunk_delivery_hands_over_partial_frames_as_they_arrive() {
 #[test]
 fn close_initiated_by_client() {
     let mut p = Pair::new();
-    p.client.close(CloseCode::NORMAL, "bye").unwrap();
+    p.client.close(p.now, CloseCode::NORMAL, "bye").unwrap();
     assert_eq!(p.client.send_text("late"), Err(SendError::Closed));
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(
@@ -226,7 +226,7 @@ fn close_initiated_by_client() {
 #[test]
 fn close_initiated_by_server() {
     let mut p = Pair::new();
-    p.server.close(CloseCode::GOING_AWAY, "").unwrap();
+    p.server.close(p.now, CloseCode::GOING_AWAY, "").unwrap();
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
         events(&mut p.client),
@@ -243,8 +243,8 @@ fn close_initiated_by_server() {
 #[test]
 fn simultaneous_close_completes_on_both_sides() {
     let mut p = Pair::new();
-    p.client.close(CloseCode::NORMAL, "c").unwrap();
-    p.server.close(CloseCode::NORMAL, "s").unwrap();
+    p.client.close(p.now, CloseCode::NORMAL, "c").unwrap();
+    p.server.close(p.now, CloseCode::NORMAL, "s").unwrap();
     pump(&mut p.client, &mut p.server, p.now);
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
@@ -263,9 +263,9 @@ fn simultaneous_close_completes_on_both_sides() {
 #[test]
 fn close_after_close_is_refused() {
     let mut p = Pair::new();
-    p.client.close(CloseCode::NORMAL, "").unwrap();
+    p.client.close(p.now, CloseCode::NORMAL, "").unwrap();
     assert_eq!(
-        p.client.close(CloseCode::NORMAL, ""),
+        p.client.close(p.now, CloseCode::NORMAL, ""),
         Err(SendError::Closed)
     );
     assert_eq!(p.client.ping(b""), Err(SendError::Closed));
@@ -275,7 +275,7 @@ fn close_after_close_is_refused() {
 fn data_after_our_close_is_discarded_until_peer_close() {
     let mut p = Pair::new();
     p.server.send_text("in flight").unwrap();
-    p.client.close(CloseCode::NORMAL, "").unwrap();
+    p.client.close(p.now, CloseCode::NORMAL, "").unwrap();
     pump(&mut p.server, &mut p.client, p.now);
     assert!(events(&mut p.client).is_empty());
     pump(&mut p.client, &mut p.server, p.now);
@@ -290,15 +290,19 @@ fn invalid_close_codes_cannot_be_sent() {
     let mut p = Pair::new();
     for code in [1005u16, 1006, 1015, 999, 5000] {
         assert_eq!(
-            p.client.close(CloseCode(code), ""),
+            p.client.close(p.now, CloseCode(code), ""),
             Err(SendError::InvalidCloseCode(CloseCode(code)))
         );
     }
     assert_eq!(
-        p.client.close(CloseCode::NORMAL, &"x".repeat(124)),
+        p.client.close(p.now, CloseCode::NORMAL, &"x".repeat(124)),
         Err(SendError::ControlTooLong)
     );
-    assert!(p.client.close(CloseCode::NORMAL, &"x".repeat(123)).is_ok());
+    assert!(
+        p.client
+            .close(p.now, CloseCode::NORMAL, &"x".repeat(123))
+            .is_ok()
+    );
 }
 
 #[test]
@@ -483,13 +487,43 @@ fn keepalive_pong_answer_rearms_the_timer() {
 fn close_handshake_times_out() {
     let t0 = Instant::now();
     let mut conn = Connection::new(Role::Client, Config::default(), t0);
-    conn.close(CloseCode::NORMAL, "").unwrap();
+    conn.close(t0, CloseCode::NORMAL, "").unwrap();
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(5)));
     conn.handle_timeout(t0 + Duration::from_secs(4));
     assert!(events(&mut conn).is_empty());
     conn.handle_timeout(t0 + Duration::from_secs(5));
     assert_eq!(events(&mut conn), vec![Err(Error::Timeout(Timeout::Close))]);
     assert!(conn.is_closed());
+}
+
+#[test]
+fn close_after_a_quiet_spell_waits_the_close_timeout_from_the_call() {
+    let mut p = Pair::with(Config::default(), Config::default());
+    let t0 = p.now;
+    p.client.send_text("hello").unwrap();
+    pump(&mut p.client, &mut p.server, t0);
+    assert_eq!(events(&mut p.server).len(), 1);
+    // An hour passes with nothing received and no timer armed; the close then starts the
+    // wait for the peer's close at the time of the call, not at the last received byte.
+    let later = t0 + Duration::from_secs(3600);
+    assert_eq!(p.server.poll_timeout(), None);
+    p.server.close(later, CloseCode::NORMAL, "").unwrap();
+    assert_eq!(
+        p.server.poll_timeout(),
+        Some(later + Duration::from_secs(5))
+    );
+    p.server.handle_timeout(later + Duration::from_secs(4));
+    assert!(events(&mut p.server).is_empty());
+    assert!(!p.server.is_closed());
+    // The peer's answer within the timeout completes the handshake.
+    pump(&mut p.server, &mut p.client, later + Duration::from_secs(1));
+    assert_eq!(events(&mut p.client).len(), 1);
+    pump(&mut p.client, &mut p.server, later + Duration::from_secs(4));
+    assert!(matches!(
+        events(&mut p.server).as_slice(),
+        [Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, _))))]
+    ));
+    assert!(p.server.is_closed());
 }
 
 #[test]
@@ -519,12 +553,12 @@ fn auto_close_off_leaves_the_reply_to_the_caller() {
     let mut cfg = Config::default();
     cfg.auto_close = false;
     let mut p = Pair::with(Config::default(), cfg);
-    p.client.close(CloseCode::NORMAL, "").unwrap();
+    p.client.close(p.now, CloseCode::NORMAL, "").unwrap();
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(events(&mut p.server).len(), 1);
     assert!(!p.server.has_pending_output());
     assert!(!p.server.is_closed());
-    p.server.close(CloseCode(4000), "app").unwrap();
+    p.server.close(p.now, CloseCode(4000), "app").unwrap();
     assert!(p.server.is_closed());
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(

@@ -277,7 +277,9 @@ fn build_passes_the_writer_error_through() {
 #[test]
 fn prepared_message_after_close_is_refused() {
     let (mut server, _) = pair(None);
-    server.close(rapidws::CloseCode::NORMAL, "").unwrap();
+    server
+        .close(Instant::now(), rapidws::CloseCode::NORMAL, "")
+        .unwrap();
     assert!(
         server
             .send_prepared_message(&PreparedMessage::text("late"))

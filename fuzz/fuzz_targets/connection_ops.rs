@@ -166,7 +166,7 @@ fuzz_target!(|input: Input| {
                 reason,
             } => {
                 let conn = if s { &mut server } else { &mut client };
-                if conn.close(CloseCode(code), &reason).is_ok() {
+                if conn.close(now, CloseCode(code), &reason).is_ok() {
                     assert!(conn.close_sent());
                     assert_eq!(conn.send_binary(b"x"), Err(SendError::Closed));
                 }

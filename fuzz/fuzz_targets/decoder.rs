@@ -1,5 +1,6 @@
 //! Arbitrary bytes, fed to the decoder in arbitrary chunks: never a panic, and the
-//! outcome (messages, control frames, or the error) equals decoding the input whole.
+//! outcome (messages, control frames, or the error) equals decoding the input whole, with
+//! the batch decode path and without it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -101,4 +102,9 @@ fuzz_target!(|data: &[u8]| {
     let whole = run(&config, input, &[]);
     let split = run(&config, input, &cuts);
     assert_eq!(whole, split);
+    // The batch path (on by default) and the frame-at-a-time path agree exactly.
+    let mut single = config.clone();
+    single.batch = false;
+    assert_eq!(run(&single, input, &[]), whole);
+    assert_eq!(run(&single, input, &cuts), split);
 });

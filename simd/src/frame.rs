@@ -35,6 +35,13 @@ pub enum HeaderError {
 /// length limits are the caller's rules.
 #[inline]
 pub fn parse_header(buf: &[u8]) -> Result<Option<FrameHeader>, HeaderError> {
+    parse(buf)
+}
+
+/// [`parse_header`], always inlined: into [`scan`]'s loop, where a call per frame costs
+/// as much as the parse of a small frame's header.
+#[inline(always)]
+fn parse(buf: &[u8]) -> Result<Option<FrameHeader>, HeaderError> {
     if buf.len() < 2 {
         return Ok(None);
     }
@@ -126,7 +133,7 @@ fn scan_scalar(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
     let mut pos = 0usize;
     let mut n = 0usize;
     while n < out.len() {
-        match parse_header(&buf[pos..]) {
+        match parse(&buf[pos..]) {
             Ok(Some(h)) => {
                 let total = h.header_len as u64 + h.payload_len;
                 if total > (buf.len() - pos) as u64 {

@@ -3,8 +3,11 @@
 //! The decoder works on a caller-owned, mutable receive buffer. It parses a header as soon
 //! as its bytes are there, then unmasks (and, for text, UTF-8-validates) the payload in
 //! place while it arrives, so a frame is never rescanned and a bad text message fails at
-//! the first chunk where the error is certain. Every protocol rule of RFC 6455 section 5 is
-//! enforced here, and each violation is a [`ProtocolError`] that maps to its close code.
+//! the first chunk where the error is certain. When the buffer holds a burst of complete
+//! frames, it scans their headers in one pass and unmasks and validates them in one loop
+//! ([`DecoderConfig::batch`]), with the same items and errors. Every protocol rule of RFC
+//! 6455 section 5 is enforced here, frame by frame, and each violation is a
+//! [`ProtocolError`] that maps to its close code.
 //!
 //! The encoder writes a header into a fixed `[u8; 14]` ([`HeaderBuf`]) and leaves the
 //! payload where it is, so an IO layer can send header and payload in one vectored write.

@@ -108,7 +108,7 @@ const RETAIN_CAPACITY: usize = 64 * 1024;
 ///
 /// Calling [`close`](Self::close) queues our close; from then on sends fail with
 /// [`SendError::Closed`] and received data frames are discarded while the peer's close is
-/// awaited (at most [`Config::close_timeout`]). The peer's close is reported as
+/// awaited (at most [`Config::close_timeout`], counted from the `now` given to `close`). The peer's close is reported as
 /// [`Event::Close`] and, unless [`Config::auto_close`] is off, echoed. Once both closes
 /// have passed, [`is_closed`](Self::is_closed) is true: flush the output, then close the
 /// transport (RFC 6455 7.1.1: the server closes TCP first; a client waits for it, within
@@ -213,6 +213,7 @@ impl Connection {
         let mut dc = DecoderConfig::new(role);
         dc.max_frame_size = config.max_frame_size;
         dc.max_message_size = config.max_message_size;
+        dc.batch = config.batch_decode;
         Connection {
             role,
             config,
@@ -944,9 +945,12 @@ impl Connection {
     }
 
     /// Starts (or, after the peer's close, completes) the close handshake with `code` and
-    /// a reason of at most 123 bytes. Later sends fail with [`SendError::Closed`].
-    pub fn close(&mut self, code: CloseCode, reason: &str) -> Result<(), SendError> {
+    /// a reason of at most 123 bytes, at `now`: the wait for the peer's close
+    /// ([`Config::close_timeout`]) runs from `now`, however long the connection was quiet
+    /// before. Later sends fail with [`SendError::Closed`].
+    pub fn close(&mut self, now: Instant, code: CloseCode, reason: &str) -> Result<(), SendError> {
         self.check_open()?;
+        self.now = now;
         // RFC 6455 7.4.1: 1004-1006 and 1015 "MUST NOT be set as a status code in a Close
         // control frame by an endpoint".
         if !code.is_valid_on_wire() {

@@ -212,11 +212,6 @@ impl Engine {
         &mut self,
         f: impl FnOnce(&mut Connection) -> Result<(), connection::SendError>,
     ) -> Result<(), Error> {
-        // The connection's clock only moves with received bytes and timers, and a close
-        // starts its timeout at the connection's "now": bring the clock up to date first,
-        // or a close sent after a quiet spell longer than the close timeout would time
-        // out at once instead of waiting for the peer's answer.
-        self.conn.handle_timeout(now());
         let r = f(&mut self.conn);
         self.take_output();
         r.map_err(Error::from_send)

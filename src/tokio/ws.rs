@@ -361,7 +361,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// the TCP connection is shut down, within the close timeout. Returns
     /// `Err(Error::Timeout(Timeout::Close))` when the peer did not answer in time.
     pub async fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
-        match self.engine.send_with(|c| c.close(CloseCode(code), reason)) {
+        match self
+            .engine
+            .send_with(|c| c.close(super::engine::now(), CloseCode(code), reason))
+        {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Err(e),
         }
@@ -417,8 +420,10 @@ fn queue_message(engine: &mut Engine, msg: Message) -> Result<(), Error> {
         Message::Binary(b) => c.send_bytes(MessageKind::Binary, b),
         Message::Ping(p) => c.ping(&p),
         Message::Pong(p) => c.pong(&p),
-        Message::Close(Some(f)) => c.close(CloseCode(f.code), f.reason.as_str()),
-        Message::Close(None) => c.close(CloseCode::NORMAL, ""),
+        Message::Close(Some(f)) => {
+            c.close(super::engine::now(), CloseCode(f.code), f.reason.as_str())
+        }
+        Message::Close(None) => c.close(super::engine::now(), CloseCode::NORMAL, ""),
     })
 }
 
@@ -449,7 +454,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     /// see the peer's close.
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let this = self.get_mut();
-        match this.engine.send_with(|c| c.close(CloseCode::NORMAL, "")) {
+        match this
+            .engine
+            .send_with(|c| c.close(super::engine::now(), CloseCode::NORMAL, ""))
+        {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Poll::Ready(Err(e)),
         }
