@@ -2,9 +2,11 @@
 //! against an echo server in the same process, then checks that everything was released.
 //!
 //! ```text
-//! ulimit -n 65536   # two descriptors per connection (client and server ends); where the
-//!                    # hard limit is lower (say 20,000), use at most ~9,800 connections
+//! ulimit -n 65536   # two descriptors per connection (client and server ends)
 //! cargo run --release --example soak -- --connections 10000 --seconds 600
+//! # where the per-process limit is lower (say 20,000), run the server in a child process,
+//! # so each process holds one end of each connection:
+//! cargo run --release --example soak -- --connections 10000 --seconds 600 --split-process
 //! ```
 //!
 //! Each client connects (one in five offers permessage-deflate), then until the deadline
@@ -12,6 +14,9 @@
 //! binary, compressible or not) whose echo it checks; a fragmented message; a ping whose
 //! pong it checks; a burst of queued messages; and now and then a close and reconnect
 //! (client-initiated, server-initiated, or an abrupt TCP drop with no close frame).
+//!
+//! Clients join spread over a ramp (a quarter of the phase, at most 30 s) and leave in the
+//! same spread after the phase's duration.
 //!
 //! The run has two phases of the same workload: a warm-up (default: a quarter of the run, at
 //! most 120 s) after which every connection is closed and the resident set is measured,
@@ -26,6 +31,11 @@
 //!   cold figure, before any connection, is printed too; it lacks the code pages and
 //!   runtime structures the first connections touch, which stay.)
 //! - no connection failed other than the ones the test broke on purpose.
+//!
+//! With `--split-process` the echo server runs in a child process (this program with
+//! `--serve`) that makes the same checks on its side (connections, descriptors, tasks, heap,
+//! trimmed RSS after the warm-up vs the end) and reports them before it exits; the run
+//! fails if either process fails.
 //!
 //! It exits with status 1 when a check fails, 2 on bad arguments or a descriptor limit too
 //! low for the connection count.
@@ -90,6 +100,10 @@ struct Args {
     warmup_seconds: u64,
     think_ms: u64,
     seed: u64,
+    /// Run the echo server in a child process (one descriptor per connection per process).
+    split_process: bool,
+    /// This process is that child: serve, answer the parent on stdin/stdout, check, exit.
+    serve: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -99,10 +113,23 @@ fn parse_args() -> Result<Args, String> {
         warmup_seconds: 0,
         think_ms: 1000,
         seed: 0x5eed,
+        split_process: false,
+        serve: false,
     };
     let mut warmup = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--split-process" => {
+                a.split_process = true;
+                continue;
+            }
+            "--serve" => {
+                a.serve = true;
+                continue;
+            }
+            _ => {}
+        }
         let mut value = || -> Result<u64, String> {
             it.next()
                 .ok_or(format!("{flag} needs a value"))?
@@ -117,7 +144,8 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => a.seed = value()?,
             "--help" | "-h" => {
                 return Err("usage: soak [--connections N] [--seconds S] \
-                            [--warmup-seconds W] [--think-ms MS] [--seed N]"
+                            [--warmup-seconds W] [--think-ms MS] [--seed N] \
+                            [--split-process]"
                     .into());
             }
             other => return Err(format!("unknown argument {other}")),
@@ -553,6 +581,7 @@ async fn phase(
     secs: u64,
     seed: u64,
     stats: &Arc<Stats>,
+    server: &mut Server,
 ) -> bool {
     let start = Instant::now();
     let ramp = Duration::from_secs((secs / 4).clamp(1, 30));
@@ -564,7 +593,10 @@ async fn phase(
             url.clone(),
             seed ^ (i as u64).wrapping_mul(0x1000_0000_01b3),
             delay,
-            stop,
+            // Each client leaves as it arrived, spread over the ramp: 10,000 close
+            // handshakes in the same instant would test the machine's scheduler (on 2
+            // shared cores some exceed the 5 s close timeout), not the library.
+            stop + delay,
             args.think_ms,
             stats.clone(),
         )));
@@ -595,19 +627,292 @@ async fn phase(
         }
     }
     // The server side ends once it has seen the clients' closes.
+    let servers = server.settle(stats).await;
+    progress.abort();
+    let _ = progress.await;
+    eprintln!(
+        "[{name}] done after {:.0?}: clients {} servers {servers}",
+        start.elapsed(),
+        stats.client_live.load(Ordering::SeqCst),
+    );
+    stats.client_live.load(Ordering::SeqCst) == 0 && servers == 0
+}
+
+/// Waits (bounded by the step limit) until no server connection is left; returns how many
+/// are left.
+async fn settle_local(stats: &Stats) -> usize {
     let grace = Instant::now() + STEP_LIMIT;
     while stats.server_live.load(Ordering::SeqCst) > 0 && Instant::now() < grace {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    progress.abort();
-    let _ = progress.await;
-    eprintln!(
-        "[{name}] done after {:.0?}: clients {} servers {}",
-        start.elapsed(),
-        stats.client_live.load(Ordering::SeqCst),
-        stats.server_live.load(Ordering::SeqCst)
+    stats.server_live.load(Ordering::SeqCst)
+}
+
+/// Where the echo server runs.
+enum Server {
+    /// A task of this process, counting into the shared `Stats`.
+    InProcess(tokio::task::JoinHandle<std::io::Result<()>>),
+    /// A child process (`--serve`): one line per request on its stdin, one reply line on
+    /// its stdout; closing its stdin ends it.
+    Child {
+        child: tokio::process::Child,
+        stdin: Option<tokio::process::ChildStdin>,
+        lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    },
+}
+
+impl Server {
+    async fn start(args: &Args, stats: &Arc<Stats>) -> (Server, String) {
+        if !args.split_process {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let url = format!("ws://{}/", listener.local_addr().unwrap());
+            let stats = stats.clone();
+            let task = tokio::spawn(serve(listener, server_config(args), move |ws| {
+                echo(ws, stats.clone())
+            }));
+            return (Server::InProcess(task), url);
+        }
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(std::env::current_exe().expect("exe"))
+            .args(["--serve", "--connections", &args.connections.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the server process");
+        let stdin = child.stdin.take();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(STEP_LIMIT, lines.next_line())
+            .await
+            .ok()
+            .and_then(|l| l.ok().flatten())
+            .unwrap_or_default();
+        let addr = first
+            .strip_prefix("listening ")
+            .expect("the server process did not say where it listens");
+        let url = format!("ws://{addr}/");
+        (
+            Server::Child {
+                child,
+                stdin,
+                lines,
+            },
+            url,
+        )
+    }
+
+    /// Waits (bounded) until the server holds no connection; returns how many it holds.
+    async fn settle(&mut self, stats: &Stats) -> usize {
+        match self {
+            Server::InProcess(_) => settle_local(stats).await,
+            Server::Child { stdin, lines, .. } => {
+                use tokio::io::AsyncWriteExt;
+                let Some(w) = stdin.as_mut() else {
+                    return usize::MAX;
+                };
+                if w.write_all(b"settle\n").await.is_err() || w.flush().await.is_err() {
+                    return usize::MAX;
+                }
+                // The child waits up to one step limit, then measures for a few seconds.
+                match tokio::time::timeout(STEP_LIMIT * 2, lines.next_line()).await {
+                    Ok(Ok(Some(line))) => line
+                        .strip_prefix("servers ")
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(usize::MAX),
+                    _ => usize::MAX,
+                }
+            }
+        }
+    }
+
+    /// Stops the server. For a child: closes its stdin, prints its report and returns
+    /// whether its own checks passed.
+    async fn stop(self) -> bool {
+        match self {
+            Server::InProcess(task) => {
+                task.abort();
+                let _ = task.await;
+                true
+            }
+            Server::Child {
+                mut child,
+                stdin,
+                mut lines,
+            } => {
+                drop(stdin);
+                let report = async {
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        println!("server process: {line}");
+                    }
+                    child.wait().await
+                };
+                match tokio::time::timeout(STEP_LIMIT * 2, report).await {
+                    Ok(Ok(status)) => status.success(),
+                    _ => {
+                        println!("server process: no report within the time limit");
+                        false
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn server_config(args: &Args) -> ServerConfig {
+    // Compressors are shared: memory scales with messages being compressed, not connections.
+    let pool = Arc::new(CompressorPool::new(64));
+    ServerConfig::default()
+        .with_max_connections(args.connections + 64)
+        .with_deflate(Some(
+            DeflateConfig::new().policy(CompressorPolicy::Pooled(pool)),
+        ))
+}
+
+/// The `--serve` child: serves until its stdin closes, answering `settle` requests, then
+/// checks that everything was released and prints its figures and verdict.
+async fn serve_child(args: Args) -> bool {
+    use std::io::Write;
+    let stats = Arc::new(Stats::default());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let fds_before = open_fds();
+    let (_, rss_cold) = rss_pair();
+    let heap_cold = heap_kib();
+    let server = {
+        let stats = stats.clone();
+        tokio::spawn(serve(
+            listener_addr_printed(listener),
+            server_config(&args),
+            move |ws| echo(ws, stats.clone()),
+        ))
+    };
+    // Requests arrive on stdin; a plain thread reads them (tokio's stdin is a thread too).
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(4);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut warm: Option<(u64, i64)> = None;
+    let mut servers_left = 0;
+    while let Some(request) = rx.recv().await {
+        if request.trim() != "settle" {
+            continue;
+        }
+        servers_left = settle_local(&stats).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if warm.is_none() {
+            let (_, rss) = rss_pair();
+            warm = Some((rss, heap_kib()));
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "servers {servers_left}");
+        let _ = out.flush();
+    }
+    server.abort();
+    let _ = server.await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, rss_end) = rss_pair();
+    let heap_end = heap_kib();
+    let fds_end = open_fds();
+    let tasks = stats.tasks_live.load(Ordering::SeqCst);
+    let alive = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    let failures = stats.failures.load(Ordering::SeqCst);
+    let (rss_warm, heap_warm) = warm.unwrap_or((rss_cold, heap_cold));
+    println!(
+        "rss (trimmed)      {rss_cold} KiB cold, {rss_warm} KiB after warm-up, {rss_end} KiB at the end"
     );
-    stats.client_live.load(Ordering::SeqCst) == 0 && stats.server_live.load(Ordering::SeqCst) == 0
+    println!(
+        "live heap          {heap_cold} KiB cold, {heap_warm} KiB after warm-up, {heap_end} KiB at the end"
+    );
+    println!("file descriptors   {fds_before} before, {fds_end} at the end");
+    println!("tasks left         {tasks} echo tasks, {alive} tokio tasks alive");
+    println!("failures           {failures}");
+    let verdict = release_verdict(Release {
+        connections_left: servers_left,
+        failures,
+        fds_before,
+        fds_end,
+        tasks,
+        alive,
+        heap_cold,
+        heap_end,
+        rss_warm,
+        rss_end,
+    });
+    report(&verdict)
+}
+
+/// Prints the listener's address for the parent, then hands the listener on.
+fn listener_addr_printed(listener: TcpListener) -> TcpListener {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening {}", listener.local_addr().unwrap());
+    let _ = out.flush();
+    listener
+}
+
+/// What the end-of-run checks look at, on one side.
+struct Release {
+    connections_left: usize,
+    failures: u64,
+    fds_before: usize,
+    fds_end: usize,
+    tasks: usize,
+    alive: usize,
+    heap_cold: i64,
+    heap_end: i64,
+    rss_warm: u64,
+    rss_end: u64,
+}
+
+fn release_verdict(r: Release) -> Vec<String> {
+    let mut verdict = Vec::new();
+    if r.connections_left > 0 {
+        verdict.push("connections left open".to_owned());
+    }
+    if r.failures > 0 {
+        verdict.push(format!("{} failures", r.failures));
+    }
+    if r.fds_end > r.fds_before {
+        verdict.push(format!(
+            "{} file descriptors leaked",
+            r.fds_end - r.fds_before
+        ));
+    }
+    if r.tasks != 0 || r.alive > 0 {
+        verdict.push(format!(
+            "{} soak tasks / {} tokio tasks left",
+            r.tasks, r.alive
+        ));
+    }
+    if r.heap_end as f64 > r.heap_cold as f64 * 1.10 + 1024.0 {
+        verdict.push(format!(
+            "live heap grew from {} to {} KiB",
+            r.heap_cold, r.heap_end
+        ));
+    }
+    if r.rss_end as f64 > r.rss_warm as f64 * 1.10 {
+        verdict.push(format!(
+            "rss (trimmed) grew from {} to {} KiB",
+            r.rss_warm, r.rss_end
+        ));
+    }
+    verdict
+}
+
+fn report(verdict: &[String]) -> bool {
+    if verdict.is_empty() {
+        println!("PASS");
+        true
+    } else {
+        println!("FAIL: {}", verdict.join("; "));
+        false
+    }
 }
 
 fn main() {
@@ -618,13 +923,19 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let need = 2 * args.connections as u64 + 256;
+    // One descriptor per connection end held by this process.
+    let ends = if args.split_process || args.serve {
+        1
+    } else {
+        2
+    };
+    let need = ends * args.connections as u64 + 256;
     if let Some(limit) = fd_limit()
         && limit < need
     {
         eprintln!(
             "{} connections need about {need} file descriptors but the limit is {limit}: \
-             run `ulimit -n 65536` first (or use fewer --connections)",
+             run `ulimit -n 65536` first, or use --split-process or fewer --connections",
             args.connections
         );
         std::process::exit(2);
@@ -634,7 +945,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let ok = rt.block_on(run(args));
+    let ok = if args.serve {
+        rt.block_on(serve_child(args))
+    } else {
+        rt.block_on(run(args))
+    };
     // Tasks still alive would keep the runtime's memory; shut it down before exiting.
     rt.shutdown_timeout(Duration::from_secs(5));
     std::process::exit(if ok { 0 } else { 1 });
@@ -642,29 +957,24 @@ fn main() {
 
 async fn run(args: Args) -> bool {
     let stats = Arc::new(Stats::default());
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = Arc::new(format!("ws://{}/", listener.local_addr().unwrap()));
     let fds_before = open_fds();
     let (_, rss_cold) = rss_pair();
     let heap_cold = heap_kib();
-    // Compressors are shared: memory scales with messages being compressed, not connections.
-    let pool = Arc::new(CompressorPool::new(64));
-    let config = ServerConfig::default()
-        .with_max_connections(args.connections + 64)
-        .with_deflate(Some(
-            DeflateConfig::new().policy(CompressorPolicy::Pooled(pool)),
-        ));
-    let server = {
-        let stats = stats.clone();
-        tokio::spawn(serve(listener, config, move |ws| echo(ws, stats.clone())))
-    };
+    let (mut server, url) = Server::start(&args, &stats).await;
+    let url = Arc::new(url);
+    // The in-process listener is one more descriptor that goes away with the server.
     eprintln!(
-        "soak: {} connections, {} s (+{} s warm-up), think {} ms, seed {:#x}; rss {} KiB, {} fds",
+        "soak: {} connections, {} s (+{} s warm-up), think {} ms, seed {:#x}, server {}; rss {} KiB, {} fds",
         args.connections,
         args.seconds,
         args.warmup_seconds,
         args.think_ms,
         args.seed,
+        if args.split_process {
+            "in a child process"
+        } else {
+            "in this process"
+        },
         rss_cold,
         fds_before
     );
@@ -676,6 +986,7 @@ async fn run(args: Args) -> bool {
         args.warmup_seconds,
         !args.seed,
         &stats,
+        &mut server,
     )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -688,11 +999,19 @@ async fn run(args: Args) -> bool {
     );
 
     let t0 = Instant::now();
-    ok &= phase("soak", &url, &args, args.seconds, args.seed, &stats).await;
+    ok &= phase(
+        "soak",
+        &url,
+        &args,
+        args.seconds,
+        args.seed,
+        &stats,
+        &mut server,
+    )
+    .await;
     let soak_time = t0.elapsed();
 
-    server.abort();
-    let _ = server.await;
+    let server_ok = server.stop().await;
     // Give the runtime a moment to drop what the aborted tasks held.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (rss_end, rss_end_trimmed) = rss_pair();
@@ -746,32 +1065,20 @@ async fn run(args: Args) -> bool {
     println!("file descriptors   {fds_before} before, {fds_end} at the end");
     println!("tasks left         {tasks} soak tasks, {alive} tokio tasks alive");
 
-    let mut verdict = Vec::new();
-    if !ok {
-        verdict.push("connections left open".to_owned());
+    let mut verdict = release_verdict(Release {
+        connections_left: usize::from(!ok),
+        failures,
+        fds_before,
+        fds_end,
+        tasks,
+        alive,
+        heap_cold,
+        heap_end,
+        rss_warm: rss_warm_trimmed,
+        rss_end: rss_end_trimmed,
+    });
+    if !server_ok {
+        verdict.push("the server process failed its checks".to_owned());
     }
-    if failures > 0 {
-        verdict.push(format!("{failures} failures"));
-    }
-    if fds_end > fds_before {
-        verdict.push(format!("{} file descriptors leaked", fds_end - fds_before));
-    }
-    if tasks != 0 || alive > 0 {
-        verdict.push(format!("{tasks} soak tasks / {alive} tokio tasks left"));
-    }
-    if heap_end as f64 > heap_cold as f64 * 1.10 + 1024.0 {
-        verdict.push(format!("live heap grew from {heap_cold} to {heap_end} KiB"));
-    }
-    if rss_end_trimmed as f64 > rss_warm_trimmed as f64 * 1.10 {
-        verdict.push(format!(
-            "rss (trimmed) grew from {rss_warm_trimmed} to {rss_end_trimmed} KiB"
-        ));
-    }
-    if verdict.is_empty() {
-        println!("PASS");
-        true
-    } else {
-        println!("FAIL: {}", verdict.join("; "));
-        false
-    }
+    report(&verdict)
 }
