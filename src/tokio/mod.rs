@@ -35,7 +35,7 @@ mod ws;
 pub use client::{client_handshake, connect};
 pub use config::{ClientConfig, Config, ServerConfig};
 pub use error::{Error, Timeout, TrySendError};
-pub use message::{CloseFrame, Message, Utf8Bytes};
+pub use message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 pub use server::{Reject, accept, accept_with, serve};
 pub use url::{UrlError, WsUrl};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
