@@ -239,7 +239,12 @@ impl Engine {
             self.armed = None;
             return false;
         };
-        if self.armed != Some(at) {
+        // Re-arm only for an earlier deadline. Each received message moves the keepalive
+        // and idle deadlines later; resetting the `Sleep` for that on every message was
+        // a profiled hot spot. A timer left at the earlier time fires early: the
+        // connection's `handle_timeout` finds nothing due, and the next pass arms the
+        // then-current deadline.
+        if self.armed.is_none_or(|armed| at < armed) {
             self.armed = Some(at);
             match self.sleep.as_mut() {
                 Some(s) => s.as_mut().reset(at),
