@@ -179,6 +179,7 @@ impl Message {
 /// calls (`recv_ref` in the tokio layer) yield. It lives until the next call on the
 /// connection; nothing is allocated or copied to produce it. [`to_message`](Self::to_message)
 /// copies it into a [`Message`].
+#[cfg(feature = "tokio")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MessageRef<'a> {
     /// A text message (validated as it arrived).
@@ -193,6 +194,7 @@ pub enum MessageRef<'a> {
     Close(Option<(u16, &'a str)>),
 }
 
+#[cfg(feature = "tokio")]
 impl<'a> MessageRef<'a> {
     /// Converts a borrowed core event; `None` for a chunk (gathered by the caller).
     pub(crate) fn from_event(ev: crate::connection::Event<'a>) -> Option<Self> {

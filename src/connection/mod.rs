@@ -345,6 +345,7 @@ impl Connection {
     /// decide after polling whether to borrow ([`raw_event`](Self::raw_event)) or take
     /// ([`raw_owned`](Self::raw_owned)) it. The positions are valid until the next call
     /// that takes `&mut self`.
+    #[cfg(feature = "tokio")]
     pub(crate) fn poll_raw(&mut self) -> Option<Result<Raw, Error>> {
         self.next_raw()
     }

@@ -33,6 +33,9 @@ use super::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 /// Receiving is cancel-safe: dropping a `recv` future (for example in `tokio::select!`)
 /// loses nothing; the next call picks up where it stopped.
 ///
+/// [`recv_ref`](Self::recv_ref) lends each message instead ([`MessageRef`]), borrowed from
+/// the receive buffer until the next call: no allocation per message.
+///
 /// For messages larger than memory, configure [`Delivery::Chunks`](crate::connection::Delivery)
 /// and read each message as an [`AsyncRead`] with [`recv_stream`](Self::recv_stream).
 ///
