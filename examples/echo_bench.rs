@@ -11,7 +11,8 @@
 //! `/proc/<pid>/stat` (utime + stime) before and after; the figure reported is echoed
 //! messages per second and per server CPU-second. Both servers use the same tokio
 //! runtime settings, no compression, and flush after every message; a third run,
-//! `rapidws-feed`, answers with `feed` instead (answers to a burst leave in one write).
+//! `rapidws-feed`, answers with `feed` instead (answers to a burst leave in one write), and
+//! `rapidws-ref` receives with `recv_ref` (borrowed, no allocation) and sends a copy.
 //!
 //! Before the load, the server's resident memory (`VmRSS`) is read once before the
 //! connections open and once after every connection has echoed one message and gone
@@ -40,6 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             match args[1].as_str() {
                 "rapidws" => rapidws_server(port, false).await,
                 "rapidws-feed" => rapidws_server(port, true).await,
+                "rapidws-ref" => rapidws_ref_server(port).await,
                 "tungstenite" => tungstenite_server(port).await,
                 other => Err(format!("unknown server {other}").into()),
             }
@@ -51,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{conns} connections, {size}-byte binary messages, window {window}, {secs} s per server"
     );
-    for (i, name) in ["rapidws", "tungstenite", "rapidws-feed"]
+    for (i, name) in ["rapidws", "tungstenite", "rapidws-feed", "rapidws-ref"]
         .into_iter()
         .enumerate()
     {
@@ -209,6 +211,30 @@ async fn rapidws_server(port: u16, feed: bool) -> Result<(), Box<dyn std::error:
                     ws.send(msg).await
                 };
                 if r.is_err() {
+                    return;
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Receives borrowed (`recv_ref`), so an echo must copy the payload to send it back.
+async fn rapidws_ref_server(port: u16) -> Result<(), Box<dyn std::error::Error>> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    let config = ServerConfig::default()
+        .with_connection(Config::default().with_keepalive(None, Duration::from_secs(30)));
+    serve(
+        listener,
+        config,
+        move |mut ws: WebSocket<TcpStream>| async move {
+            while let Ok(Some(msg)) = ws.recv_ref().await {
+                if !msg.is_data() {
+                    continue;
+                }
+                let answer = msg.to_message();
+                if ws.send(answer).await.is_err() {
                     return;
                 }
             }

@@ -649,6 +649,7 @@ async fn settle_local(stats: &Stats) -> usize {
 }
 
 /// Where the echo server runs.
+#[expect(clippy::large_enum_variant, reason = "one value per run")]
 enum Server {
     /// A task of this process, counting into the shared `Stats`.
     InProcess(tokio::task::JoinHandle<std::io::Result<()>>),

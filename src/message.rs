@@ -174,3 +174,93 @@ impl Message {
         matches!(self, Message::Text(_) | Message::Binary(_))
     }
 }
+
+/// A received message borrowed from the connection's buffers: what the borrowing receive
+/// calls (`recv_ref` in the tokio layer) yield. It lives until the next call on the
+/// connection; nothing is allocated or copied to produce it. [`to_message`](Self::to_message)
+/// copies it into a [`Message`].
+#[cfg(feature = "tokio")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageRef<'a> {
+    /// A text message (validated as it arrived).
+    Text(&'a str),
+    /// A binary message.
+    Binary(&'a [u8]),
+    /// A ping (answered by the library).
+    Ping(&'a [u8]),
+    /// A pong.
+    Pong(&'a [u8]),
+    /// A close frame: status code and reason; `None` when the frame had no status code.
+    Close(Option<(u16, &'a str)>),
+}
+
+#[cfg(feature = "tokio")]
+impl<'a> MessageRef<'a> {
+    /// Converts a borrowed core event; `None` for a chunk (gathered by the caller).
+    pub(crate) fn from_event(ev: crate::connection::Event<'a>) -> Option<Self> {
+        use crate::codec::MessageKind;
+        use crate::connection::Event;
+        Some(match ev {
+            Event::Message(m) => match m.kind {
+                // Validated as it arrived; the standard library checks again because this
+                // crate forbids `unsafe` (at memory speed for ASCII).
+                MessageKind::Text => {
+                    MessageRef::Text(std::str::from_utf8(m.data).unwrap_or_default())
+                }
+                MessageKind::Binary => MessageRef::Binary(m.data),
+            },
+            Event::Ping(p) => MessageRef::Ping(p),
+            Event::Pong(p) => MessageRef::Pong(p),
+            Event::Close(c) => MessageRef::Close(c.map(|c| (c.code.0, c.reason))),
+            _ => return None,
+        })
+    }
+
+    /// The payload's bytes (for a close frame: the reason).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        match *self {
+            MessageRef::Text(t) => t.as_bytes(),
+            MessageRef::Binary(b) | MessageRef::Ping(b) | MessageRef::Pong(b) => b,
+            MessageRef::Close(c) => c.map_or(&[], |(_, reason)| reason.as_bytes()),
+        }
+    }
+
+    /// Payload length in bytes (for a close frame: code and reason, as on the wire).
+    pub fn len(&self) -> usize {
+        match *self {
+            MessageRef::Close(c) => c.map_or(0, |(_, reason)| 2 + reason.len()),
+            _ => self.as_bytes().len(),
+        }
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether this is a text or binary message.
+    pub fn is_data(&self) -> bool {
+        matches!(self, MessageRef::Text(_) | MessageRef::Binary(_))
+    }
+
+    /// The text of a text message; `None` otherwise.
+    pub fn as_text(&self) -> Option<&'a str> {
+        match *self {
+            MessageRef::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Copies the message into an owned [`Message`].
+    pub fn to_message(&self) -> Message {
+        match *self {
+            MessageRef::Text(t) => Message::Text(Utf8Bytes::from(t)),
+            MessageRef::Binary(b) => Message::Binary(Bytes::copy_from_slice(b)),
+            MessageRef::Ping(b) => Message::Ping(Bytes::copy_from_slice(b)),
+            MessageRef::Pong(b) => Message::Pong(Bytes::copy_from_slice(b)),
+            MessageRef::Close(c) => {
+                Message::Close(c.map(|(code, reason)| CloseFrame::new(code, reason)))
+            }
+        }
+    }
+}

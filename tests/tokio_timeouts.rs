@@ -122,6 +122,47 @@ async fn idle_connection_is_closed_with_1001() {
 }
 
 #[tokio::test]
+async fn idle_timeout_counts_from_the_last_message() {
+    let (l, addr) = listener().await;
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let c = big_config()
+            .with_keepalive(None, Duration::from_secs(1))
+            .with_idle_timeout(Some(Duration::from_millis(300)));
+        let mut ws = accept(s, &server_config().with_connection(c))
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let mut received = 0;
+        loop {
+            match ws.recv().await {
+                Ok(Some(_)) => received += 1,
+                other => return (other.map(|_| ()), received, start.elapsed()),
+            }
+        }
+    });
+    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
+        .await
+        .unwrap();
+    // Six messages 100 ms apart: each moves the idle deadline past the timer armed for
+    // the one before, which must fire without effect and re-arm.
+    for i in 0..6 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        bounded(ws.send(Message::text(format!("{i}"))))
+            .await
+            .unwrap();
+    }
+    let (r, received, took) = bounded(server).await.unwrap();
+    assert!(matches!(r, Err(Error::Timeout(Timeout::Idle))), "{r:?}");
+    assert_eq!(received, 6, "no message is lost to an early timer");
+    // Last message at ~600 ms, timeout 300 ms after it.
+    assert!(
+        took >= Duration::from_millis(850),
+        "timed out after {took:?}"
+    );
+}
+
+#[tokio::test]
 async fn close_handshake_gives_up_when_the_peer_never_answers() {
     let (l, addr) = listener().await;
     tokio::spawn(async move {

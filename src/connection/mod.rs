@@ -127,9 +127,6 @@ pub struct Connection {
     msg: Vec<u8>,
     /// `msg` was delivered; cleared at the next call.
     msg_delivered: bool,
-    /// Inflated bytes of one chunk (Delivery::Chunks, compressed).
-    #[cfg(feature = "deflate")]
-    scratch: Vec<u8>,
     /// A chunk of the current incoming message has been delivered (Delivery::Chunks).
     chunk_started: bool,
     /// Payload arena for copied (and masked) outgoing payloads.
@@ -148,13 +145,21 @@ pub struct Connection {
     last_rx: Instant,
     ping_sent_at: Option<Instant>,
     close_sent_at: Option<Instant>,
+    /// Boxed: most connections never negotiate it, and its state would otherwise make
+    /// every idle connection larger.
     #[cfg(feature = "deflate")]
-    deflate: Option<PerMessageDeflate>,
+    deflate: Option<Box<Inflating>>,
+}
+
+/// permessage-deflate state: the codec and what inflating a message needs.
+#[cfg(feature = "deflate")]
+struct Inflating {
+    pmd: PerMessageDeflate,
+    /// Inflated bytes of one chunk (Delivery::Chunks).
+    scratch: Vec<u8>,
     /// Validates inflated text.
-    #[cfg(feature = "deflate")]
-    inflate_utf8: rapidws_simd::utf8::Validator,
+    utf8: rapidws_simd::utf8::Validator,
     /// Inflated bytes of the current message (Delivery::Chunks).
-    #[cfg(feature = "deflate")]
     inflated: usize,
 }
 
@@ -184,7 +189,7 @@ struct OutMessage {
 
 /// Where a delivered payload lives.
 #[derive(Clone, Debug)]
-enum Loc {
+pub(crate) enum Loc {
     /// In `rx`, inside the first `rx_pending` bytes.
     Rx(Range<usize>),
     /// `msg`, whole.
@@ -194,8 +199,9 @@ enum Loc {
     Scratch,
 }
 
+/// An event as positions in the connection's buffers (see [`Connection::poll_raw`]).
 #[derive(Clone, Debug)]
-enum Raw {
+pub(crate) enum Raw {
     Data {
         kind: MessageKind,
         loc: Loc,
@@ -223,8 +229,6 @@ impl Connection {
             rx_pending: 0,
             msg: Vec::new(),
             msg_delivered: false,
-            #[cfg(feature = "deflate")]
-            scratch: Vec::new(),
             chunk_started: false,
             wbuf: BytesMut::new(),
             control_out: VecDeque::new(),
@@ -240,10 +244,6 @@ impl Connection {
             close_sent_at: None,
             #[cfg(feature = "deflate")]
             deflate: None,
-            #[cfg(feature = "deflate")]
-            inflate_utf8: rapidws_simd::utf8::Validator::new(),
-            #[cfg(feature = "deflate")]
-            inflated: 0,
         }
     }
 
@@ -251,7 +251,12 @@ impl Connection {
     /// handshake. Call before any data is exchanged.
     #[cfg(feature = "deflate")]
     pub fn set_deflate(&mut self, deflate: PerMessageDeflate) {
-        self.deflate = Some(deflate);
+        self.deflate = Some(Box::new(Inflating {
+            pmd: deflate,
+            scratch: Vec::new(),
+            utf8: rapidws_simd::utf8::Validator::new(),
+            inflated: 0,
+        }));
         self.decoder.set_rsv1_allowed(true);
     }
 
@@ -342,51 +347,99 @@ impl Connection {
         }
     }
 
+    /// Gives back the memory kept for reuse between messages: the receive buffer and the
+    /// message assembly buffer when they are empty, the output queues' storage when all
+    /// output has been taken, the send arena. Nothing observable changes; the next
+    /// message allocates again.
+    ///
+    /// Call it when the connection goes idle (the tokio layer does when the socket has
+    /// nothing to read), so that many idle connections hold only their fixed state.
+    pub fn release_idle_memory(&mut self) {
+        self.release();
+        if self.rx.is_empty() && self.rx.capacity() > 0 {
+            self.rx = BytesMut::new();
+        }
+        if self.msg.is_empty() && self.msg.capacity() > 0 {
+            self.msg = Vec::new();
+        }
+        #[cfg(feature = "deflate")]
+        if let Some(d) = self.deflate.as_deref_mut() {
+            d.scratch = Vec::new();
+        }
+        if self.control_out.is_empty() && self.control_out.capacity() > 0 {
+            self.control_out = VecDeque::new();
+        }
+        if self.data_out.is_empty() && self.data_out.capacity() > 0 {
+            self.data_out = VecDeque::new();
+        }
+        if self.wbuf.capacity() > 0 {
+            // Payloads split off earlier keep their own handles; this only drops ours.
+            self.wbuf = BytesMut::new();
+        }
+    }
+
     /// The next event, with payload borrowed until the next call; `None` when more bytes
     /// are needed or nothing more will come. An error is returned once, and closes the
     /// connection.
     pub fn poll_event(&mut self) -> Option<Result<Event<'_>, Error>> {
-        let raw = match self.next_raw()? {
-            Ok(raw) => raw,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(Ok(match raw {
+        Some(match self.next_raw()? {
+            Ok(raw) => Ok(self.raw_event(&raw)),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// [`poll_event`](Self::poll_event) with owned payloads. A single-frame message is
+    /// handed over without a copy (split off the receive buffer).
+    pub fn poll_event_owned(&mut self) -> Option<Result<OwnedEvent, Error>> {
+        Some(match self.next_raw()? {
+            Ok(raw) => Ok(self.raw_owned(raw)),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// The next event as positions in the connection's buffers, for IO layers that
+    /// decide after polling whether to borrow ([`raw_event`](Self::raw_event)) or take
+    /// ([`raw_owned`](Self::raw_owned)) it. The positions are valid until the next call
+    /// that takes `&mut self`.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_raw(&mut self) -> Option<Result<Raw, Error>> {
+        self.next_raw()
+    }
+
+    /// The event `raw` (from [`poll_raw`](Self::poll_raw)) borrowed.
+    pub(crate) fn raw_event(&self, raw: &Raw) -> Event<'_> {
+        match raw {
             Raw::Data {
                 kind,
                 loc,
                 first,
                 fin,
             } => {
-                let data = self.slice(&loc);
+                let data = self.slice(loc);
                 match self.config.delivery {
-                    Delivery::Whole => Event::Message(Message { kind, data }),
+                    Delivery::Whole => Event::Message(Message { kind: *kind, data }),
                     Delivery::Chunks => Event::Chunk {
-                        kind,
+                        kind: *kind,
                         data,
-                        first,
-                        fin,
+                        first: *first,
+                        fin: *fin,
                     },
                 }
             }
-            Raw::Ping(r) => Event::Ping(&self.rx[r]),
-            Raw::Pong(r) => Event::Pong(&self.rx[r]),
+            Raw::Ping(r) => Event::Ping(&self.rx[r.clone()]),
+            Raw::Pong(r) => Event::Pong(&self.rx[r.clone()]),
             Raw::Close(r) => Event::Close(
-                parse_close_payload(&self.rx[r])
+                parse_close_payload(&self.rx[r.clone()])
                     .ok()
                     .flatten()
                     .map(|(code, reason)| CloseFrame { code, reason }),
             ),
-        }))
+        }
     }
 
-    /// [`poll_event`](Self::poll_event) with owned payloads. A single-frame message is
-    /// handed over without a copy (split off the receive buffer).
-    pub fn poll_event_owned(&mut self) -> Option<Result<OwnedEvent, Error>> {
-        let raw = match self.next_raw()? {
-            Ok(raw) => raw,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(Ok(match raw {
+    /// The event `raw` (from [`poll_raw`](Self::poll_raw)) owned.
+    pub(crate) fn raw_owned(&mut self, raw: Raw) -> OwnedEvent {
+        match raw {
             Raw::Data {
                 kind,
                 loc,
@@ -412,7 +465,7 @@ impl Connection {
                     .flatten()
                     .map(|(code, reason)| (code, reason.to_owned())),
             ),
-        }))
+        }
     }
 
     fn slice(&self, loc: &Loc) -> &[u8] {
@@ -420,7 +473,7 @@ impl Connection {
             Loc::Rx(r) => &self.rx[r.clone()],
             Loc::Msg => &self.msg,
             #[cfg(feature = "deflate")]
-            Loc::Scratch => &self.scratch,
+            Loc::Scratch => self.deflate.as_ref().map_or(&[], |d| &d.scratch[..]),
         }
     }
 
@@ -436,7 +489,7 @@ impl Connection {
                 Bytes::from(core::mem::take(&mut self.msg))
             }
             #[cfg(feature = "deflate")]
-            Loc::Scratch => Bytes::copy_from_slice(&self.scratch),
+            Loc::Scratch => Bytes::copy_from_slice(self.slice(&Loc::Scratch)),
         }
     }
 
@@ -561,10 +614,11 @@ impl Connection {
     /// Inflates a compressed chunk; the size limit applies to the inflated bytes.
     #[cfg(feature = "deflate")]
     fn inflate(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
-        let Some(pmd) = self.deflate.as_mut() else {
+        let Some(d) = self.deflate.as_deref_mut() else {
             // The decoder refuses RSV1 unless deflate was set.
             return Err(Error::Protocol(ProtocolError::ReservedBits));
         };
+        let pmd = &mut d.pmd;
         let input = &self.rx[chunk.payload.clone()];
         let max = self.config.max_message_size;
         let (out, start) = match self.config.delivery {
@@ -575,21 +629,21 @@ impl Connection {
                 (&self.msg, start)
             }
             Delivery::Chunks => {
-                self.scratch.clear();
-                let budget = max.saturating_sub(self.inflated);
-                pmd.decompress(input, chunk.message_end, &mut self.scratch, budget)
+                d.scratch.clear();
+                let budget = max.saturating_sub(d.inflated);
+                pmd.decompress(input, chunk.message_end, &mut d.scratch, budget)
                     .map_err(Error::Deflate)?;
-                self.inflated += self.scratch.len();
-                (&self.scratch, 0)
+                d.inflated += d.scratch.len();
+                (&d.scratch, 0)
             }
         };
         if chunk.kind == MessageKind::Text {
             // RFC 7692 + RFC 6455 8.1: text is validated after inflation, failing fast.
-            self.inflate_utf8
+            d.utf8
                 .feed(&out[start..])
                 .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
             if chunk.message_end {
-                self.inflate_utf8
+                d.utf8
                     .finish()
                     .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
             }
@@ -616,8 +670,10 @@ impl Connection {
                 }
                 let first = !self.chunk_started;
                 self.chunk_started = !chunk.message_end;
-                if chunk.message_end {
-                    self.inflated = 0;
+                if chunk.message_end
+                    && let Some(d) = self.deflate.as_deref_mut()
+                {
+                    d.inflated = 0;
                 }
                 Ok(Some(Raw::Data {
                     kind,
@@ -763,7 +819,7 @@ impl Connection {
             return Err(SendError::MessageInProgress);
         }
         #[cfg(feature = "deflate")]
-        if let Some(pmd) = self.deflate.as_mut() {
+        if let Some(pmd) = self.deflate_mut() {
             let mut out = Vec::new();
             if pmd
                 .compress(payload, &mut out)
@@ -844,7 +900,7 @@ impl Connection {
     /// The permessage-deflate codec, when the extension is on.
     #[cfg(feature = "deflate")]
     pub(crate) fn deflate_mut(&mut self) -> Option<&mut PerMessageDeflate> {
-        self.deflate.as_mut()
+        self.deflate.as_deref_mut().map(|d| &mut d.pmd)
     }
 
     /// Starts a fragmented message; send its parts with [`send_chunk`](Self::send_chunk)
@@ -902,7 +958,7 @@ impl Connection {
         #[cfg(feature = "deflate")]
         if m.compressed {
             let mut out = Vec::new();
-            if let Some(pmd) = self.deflate.as_mut() {
+            if let Some(pmd) = self.deflate_mut() {
                 pmd.compress_chunk(data, fin, &mut out)
                     .map_err(SendError::Deflate)?;
             }

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
 use crate::codec::CloseCode;
-use crate::connection::{self, Connection, OwnedEvent};
+use crate::connection::{self, Connection, Event, OwnedEvent, Raw};
 
 use super::config::Config;
 use super::error::Error;
@@ -98,13 +98,13 @@ pub(crate) struct Engine {
     read_size: usize,
     sleep: Option<Pin<Box<Sleep>>>,
     armed: Option<tokio::time::Instant>,
-    close_timeout: Duration,
     eof: bool,
     state: State,
     /// An error to report once the close frame it caused has been written.
     pending_error: Option<Error>,
-    /// The peer's close frame, once received.
-    pub(crate) peer_close: Option<CloseFrame>,
+    /// The peer's close frame, once received (boxed: an open connection has none, and
+    /// the room for one would make every connection larger).
+    pub(crate) peer_close: Option<Box<CloseFrame>>,
     /// Our own shutdown of the write direction has happened.
     write_shut: bool,
 }
@@ -127,10 +127,6 @@ impl Engine {
             read_size: config.read_buffer_size.max(256),
             sleep: None,
             armed: None,
-            close_timeout: config
-                .protocol
-                .close_timeout
-                .unwrap_or(Duration::from_secs(5)),
             eof: false,
             state: State::Open,
             pending_error: None,
@@ -141,6 +137,14 @@ impl Engine {
             engine.conn.handle_bytes(now(), leftover);
         }
         engine
+    }
+
+    /// How long to wait for the peer's close (5 s when unset).
+    pub(crate) fn close_timeout(&self) -> Duration {
+        self.conn
+            .config()
+            .close_timeout
+            .unwrap_or(Duration::from_secs(5))
     }
 
     /// Bytes waiting to be written.
@@ -230,7 +234,12 @@ impl Engine {
             self.armed = None;
             return false;
         };
-        if self.armed != Some(at) {
+        // Re-arm only for an earlier deadline. Each received message moves the keepalive
+        // and idle deadlines later; resetting the `Sleep` for that on every message was
+        // a profiled hot spot. A timer left at the earlier time fires early: the
+        // connection's `handle_timeout` finds nothing due, and the next pass arms the
+        // then-current deadline.
+        if self.armed.is_none_or(|armed| at < armed) {
             self.armed = Some(at);
             match self.sleep.as_mut() {
                 Some(s) => s.as_mut().reset(at),
@@ -253,7 +262,7 @@ impl Engine {
     fn start_finishing(&mut self) {
         if let State::Open = self.state {
             self.state = State::Finishing { shut_down: false };
-            let at = tokio::time::Instant::now() + self.close_timeout;
+            let at = tokio::time::Instant::now() + self.close_timeout();
             self.armed = None;
             self.sleep = None;
             self.armed = Some(at);
@@ -261,27 +270,43 @@ impl Engine {
         }
     }
 
-    /// The next event from the peer. `Ok(None)` once the connection has closed cleanly
-    /// (and after an error has been returned).
+    /// The next event from the peer, owned. `Ok(None)` once the connection has closed
+    /// cleanly (and after an error has been returned).
     pub(crate) fn poll_recv(
         &mut self,
         cx: &mut Context<'_>,
         ww: Option<&Waker>,
         io: &mut dyn Io,
     ) -> Poll<Result<Option<OwnedEvent>, Error>> {
+        let raw = ready!(self.poll_recv_raw(cx, ww, io))?;
+        Poll::Ready(Ok(raw.map(|raw| self.conn.raw_owned(raw))))
+    }
+
+    /// The next event from the peer as positions in the connection's buffers, to borrow
+    /// ([`Connection::raw_event`]) or take ([`Connection::raw_owned`]) before the next
+    /// call. `Ok(None)` once the connection has closed cleanly (and after an error has
+    /// been returned).
+    pub(crate) fn poll_recv_raw(
+        &mut self,
+        cx: &mut Context<'_>,
+        ww: Option<&Waker>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<Option<Raw>, Error>> {
         loop {
             match self.state {
                 State::Done => return Poll::Ready(Ok(None)),
                 State::Finishing { .. } => return self.poll_finish(cx, ww, io),
                 State::Open => {}
             }
-            match self.conn.poll_event_owned() {
+            match self.conn.poll_raw() {
                 Some(Ok(ev)) => {
-                    if let OwnedEvent::Close(c) = &ev {
-                        self.peer_close = Some(match c {
-                            Some((code, reason)) => CloseFrame::new(code.0, reason.as_str()),
+                    if let Raw::Close(_) = &ev
+                        && let Event::Close(c) = self.conn.raw_event(&ev)
+                    {
+                        self.peer_close = Some(Box::new(match c {
+                            Some(c) => CloseFrame::new(c.code.0, c.reason),
                             None => CloseFrame::new(CloseCode(1005).0, ""),
-                        });
+                        }));
                     }
                     // Pongs and the close echo leave now if the socket takes them. Queued
                     // data waits until the receive side would block, so messages queued
@@ -372,12 +397,14 @@ impl Engine {
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
-                // Idle: an empty receive buffer is released, so an idle connection holds
-                // none; the next read allocates a small one again.
-                if buf.is_empty() && buf.capacity() > 0 {
-                    *buf = BytesMut::new();
+                // Idle: the empty receive buffer, the output queues' storage and the send
+                // arena are released, so an idle connection holds none of them; the next
+                // message allocates small ones again.
+                if buf.is_empty() {
                     self.read_size = self.read_buffer_size;
                 }
+                self.conn.release_idle_memory();
+                self.queue.release_idle();
                 Poll::Pending
             }
         }
@@ -390,7 +417,7 @@ impl Engine {
         cx: &mut Context<'_>,
         ww: Option<&Waker>,
         io: &mut dyn Io,
-    ) -> Poll<Result<Option<OwnedEvent>, Error>> {
+    ) -> Poll<Result<Option<Raw>, Error>> {
         let expired = self
             .sleep
             .as_mut()

@@ -81,6 +81,13 @@ impl SendQueue {
         self.len == 0 || self.len.saturating_add(extra) <= high_water
     }
 
+    /// Frees the entries' storage when nothing is queued (an idle connection keeps none).
+    pub(crate) fn release_idle(&mut self) {
+        if self.entries.is_empty() && self.entries.capacity() > 0 {
+            self.entries = VecDeque::new();
+        }
+    }
+
     /// Queues one frame: `header` (at most [`MAX_HEADER`] bytes) then `payload`.
     pub(crate) fn push_frame(&mut self, header: &[u8], payload: Bytes) {
         debug_assert!(header.len() <= MAX_HEADER);

@@ -202,9 +202,18 @@ where
         let handler = handler.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            if let Ok(ws) = accept(stream, &config).await {
-                handler(ws).await;
-            }
+            // Both futures are boxed so that the task itself stays small and neither is
+            // stored twice: awaited inline, the handshake's state and the `WebSocket` it
+            // returns would each take room in the task next to the handler's future
+            // (which holds its own copy of the `WebSocket`) for the connection's whole
+            // life. The handshake's box is freed once it is done.
+            // (The `WebSocket` is moved into the handler's box in a statement of its own,
+            // so no local holding it lives across an await.)
+            let run = match Box::pin(accept(stream, &config)).await {
+                Ok(ws) => Box::pin(handler(ws)),
+                Err(_) => return,
+            };
+            run.await;
         });
     }
 }

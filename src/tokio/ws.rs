@@ -13,12 +13,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use crate::Role;
 use crate::codec::{CloseCode, MessageKind};
-use crate::connection::{Connection, OwnedEvent};
+use crate::connection::{Connection, Event, OwnedEvent, Raw};
 
 use super::config::Config;
 use super::engine::{Engine, Io, PairIo};
 use super::error::{Error, TrySendError};
-use super::message::{CloseFrame, Message, Utf8Bytes};
+use super::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 
 /// A WebSocket connection over `S`, after the opening handshake, in either role.
 ///
@@ -32,6 +32,9 @@ use super::message::{CloseFrame, Message, Utf8Bytes};
 ///
 /// Receiving is cancel-safe: dropping a `recv` future (for example in `tokio::select!`)
 /// loses nothing; the next call picks up where it stopped.
+///
+/// [`recv_ref`](Self::recv_ref) lends each message instead ([`MessageRef`]), borrowed from
+/// the receive buffer until the next call: no allocation per message.
 ///
 /// For messages larger than memory, configure [`Delivery::Chunks`](crate::connection::Delivery)
 /// and read each message as an [`AsyncRead`] with [`recv_stream`](Self::recv_stream).
@@ -60,8 +63,11 @@ use super::message::{CloseFrame, Message, Utf8Bytes};
 pub struct WebSocket<S> {
     io: S,
     engine: Engine,
-    /// Chunks of a message being gathered by `recv` in chunk delivery mode.
-    gather: Option<(MessageKind, BytesMut)>,
+    /// Chunks of a message being gathered by `recv` in chunk delivery mode (boxed: rare,
+    /// and an idle connection should not carry its room).
+    gather: Option<Box<(MessageKind, BytesMut)>>,
+    /// `gather` holds a whole message lent by `recv_ref`; dropped at the next call.
+    gathered: bool,
     subprotocol: Option<String>,
 }
 
@@ -95,8 +101,81 @@ fn to_message(ev: OwnedEvent) -> Option<Message> {
     })
 }
 
+/// What a borrowing receive found: an event to lend from the connection, or a message
+/// gathered from chunks into the caller's gather buffer.
+enum Got {
+    Event(Raw),
+    Gathered,
+}
+
+/// Drops the message a previous `recv_ref` lent from the gather buffer.
+fn drop_gathered(slot: &mut Option<Box<(MessageKind, BytesMut)>>, gathered: &mut bool) {
+    if *gathered {
+        *gathered = false;
+        *slot = None;
+    }
+}
+
+/// The borrowing receive loop, shared by [`WebSocket`] and [`ReadHalf`]: polls raw events
+/// with `poll`, gathers chunks (chunk delivery mode) into `slot`, and says what to lend.
+fn poll_got(
+    engine: &mut Engine,
+    slot: &mut Option<Box<(MessageKind, BytesMut)>>,
+    gathered: &mut bool,
+    mut poll: impl FnMut(&mut Engine, &mut Context<'_>) -> Poll<Result<Option<Raw>, Error>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Option<Got>, Error>> {
+    drop_gathered(slot, gathered);
+    loop {
+        let Some(raw) = ready!(poll(engine, cx))? else {
+            return Poll::Ready(Ok(None));
+        };
+        let Event::Chunk {
+            kind,
+            data,
+            first,
+            fin,
+        } = engine.conn.raw_event(&raw)
+        else {
+            return Poll::Ready(Ok(Some(Got::Event(raw))));
+        };
+        if first || slot.is_none() {
+            *slot = Some(Box::new((kind, BytesMut::new())));
+        }
+        if let Some(g) = slot.as_mut() {
+            g.1.extend_from_slice(data);
+        }
+        if fin {
+            *gathered = true;
+            return Poll::Ready(Ok(Some(Got::Gathered)));
+        }
+    }
+}
+
+/// The message `got` borrowed from the connection or the gather buffer.
+fn lend<'a>(
+    engine: &'a Engine,
+    slot: &'a Option<Box<(MessageKind, BytesMut)>>,
+    got: Got,
+) -> MessageRef<'a> {
+    match got {
+        Got::Event(raw) => MessageRef::from_event(engine.conn.raw_event(&raw))
+            // Only chunks have no `MessageRef`, and `poll_got` gathers those.
+            .unwrap_or(MessageRef::Binary(&[])),
+        Got::Gathered => match slot.as_deref() {
+            Some((MessageKind::Text, buf)) => {
+                // The chunks were validated as they arrived; checked again without
+                // `unsafe`.
+                MessageRef::Text(std::str::from_utf8(buf).unwrap_or_default())
+            }
+            Some((MessageKind::Binary, buf)) => MessageRef::Binary(buf),
+            None => MessageRef::Binary(&[]),
+        },
+    }
+}
+
 /// Gathers chunk events into whole messages (for `recv` in chunk delivery mode).
-fn gather(slot: &mut Option<(MessageKind, BytesMut)>, ev: OwnedEvent) -> Option<Message> {
+fn gather(slot: &mut Option<Box<(MessageKind, BytesMut)>>, ev: OwnedEvent) -> Option<Message> {
     match ev {
         OwnedEvent::Chunk {
             kind,
@@ -105,9 +184,9 @@ fn gather(slot: &mut Option<(MessageKind, BytesMut)>, ev: OwnedEvent) -> Option<
             fin,
         } => {
             if first || slot.is_none() {
-                *slot = Some((kind, BytesMut::new()));
+                *slot = Some(Box::new((kind, BytesMut::new())));
             }
-            let (k, buf) = slot.as_mut()?;
+            let (k, buf) = &mut **slot.as_mut()?;
             let k = *k;
             buf.extend_from_slice(&data);
             if !fin {
@@ -143,6 +222,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             io,
             engine: Engine::new(conn, config, leftover),
             gather: None,
+            gathered: false,
             subprotocol,
         }
     }
@@ -159,7 +239,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// The peer's close frame, once received (code 1005 when it carried none).
     pub fn close_frame(&self) -> Option<&CloseFrame> {
-        self.engine.peer_close.as_ref()
+        self.engine.peer_close.as_deref()
     }
 
     /// The underlying stream.
@@ -183,6 +263,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        drop_gathered(&mut self.gather, &mut self.gathered);
         loop {
             let Some(ev) = ready!(self.poll_event(cx))? else {
                 return Poll::Ready(Ok(None));
@@ -211,6 +292,58 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// later calls return `Ok(None)`.
     pub async fn recv(&mut self) -> Result<Option<Message>, Error> {
         poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
+    pub fn poll_recv_ref(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
+        let got = ready!(poll_got(
+            &mut self.engine,
+            &mut self.gather,
+            &mut self.gathered,
+            |engine, cx| engine.poll_recv_raw(cx, None, &mut self.io),
+            cx,
+        ))?;
+        Poll::Ready(Ok(got.map(|got| lend(&self.engine, &self.gather, got))))
+    }
+
+    /// Receives the next message borrowed from the connection's receive buffer, valid
+    /// until the next call on this `WebSocket`; `Ok(None)` after the connection closed.
+    /// Cancel-safe, like [`recv`](Self::recv).
+    ///
+    /// A message that arrived in one frame is lent in place: no copy and, once the
+    /// receive buffer has been allocated, no allocation per message. A fragmented
+    /// message is assembled in a buffer of the connection first (as `recv` does), and a
+    /// compressed one is inflated into it; that buffer is reused from message to message
+    /// (up to 64 KiB of it is kept while messages keep coming). Use
+    /// [`MessageRef::to_message`] to keep a message past the next call.
+    ///
+    /// ```no_run
+    /// # async fn run(mut ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>) -> Result<(), rapidws::tokio::Error> {
+    /// use rapidws::tokio::MessageRef;
+    /// let mut total = 0;
+    /// while let Some(msg) = ws.recv_ref().await? {
+    ///     if let MessageRef::Binary(data) = msg {
+    ///         total += data.len();
+    ///     }
+    /// }
+    /// # let _ = total; Ok(())
+    /// # }
+    /// ```
+    pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
+        let got = poll_fn(|cx| {
+            poll_got(
+                &mut self.engine,
+                &mut self.gather,
+                &mut self.gathered,
+                |engine, cx| engine.poll_recv_raw(cx, None, &mut self.io),
+                cx,
+            )
+        })
+        .await?;
+        Ok(got.map(|got| lend(&self.engine, &self.gather, got)))
     }
 
     /// Receives the next data message as an [`AsyncRead`] that yields its payload as the
@@ -297,8 +430,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// [`Error::Io`] when the socket failed. A future dropped after the message was
     /// queued leaves it in the queue, written by the next receive or flush.
     pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
-        self.feed(msg).await?;
-        self.flush().await
+        // `feed` then `flush`, written out: a nested `feed` future would hold a second
+        // copy of `msg`, and this future lives inside every handler's.
+        let len = msg.len();
+        poll_fn(|cx| self.with_room(cx, len)).await?;
+        queue_message(&mut self.engine, msg)?;
+        poll_fn(|cx| self.poll_flush_queue(cx)).await
     }
 
     /// Sends a text message.
@@ -378,11 +515,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// The configured close timeout (5 s when unset).
     fn close_timeout(&self) -> std::time::Duration {
-        self.engine
-            .conn
-            .config()
-            .close_timeout
-            .unwrap_or(std::time::Duration::from_secs(5))
+        self.engine.close_timeout()
     }
 
     /// Splits into a receiving half and a sending half, usable from different tasks.
@@ -406,7 +539,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             ReadHalf {
                 rd,
                 shared: shared.clone(),
-                gather: self.gather,
+                gather: if self.gathered { None } else { self.gather },
+                gathered: false,
+                lent: Lent::default(),
             },
             WriteHalf { shared },
         )
@@ -643,7 +778,62 @@ impl<S> Shared<S> {
 pub struct ReadHalf<S> {
     rd: tokio::io::ReadHalf<S>,
     shared: Arc<Shared<S>>,
-    gather: Option<(MessageKind, BytesMut)>,
+    gather: Option<Box<(MessageKind, BytesMut)>>,
+    /// `gather` holds a whole message already copied out by `recv_ref`.
+    gathered: bool,
+    /// The message `recv_ref` lends (copied out of the shared connection).
+    lent: Lent,
+}
+
+/// What [`ReadHalf::recv_ref`] lends: a copy of the message in a buffer the half keeps.
+#[derive(Default)]
+struct Lent {
+    kind: LentKind,
+    /// The payload (for a close frame: the reason).
+    buf: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Default)]
+enum LentKind {
+    Text,
+    #[default]
+    Binary,
+    Ping,
+    Pong,
+    Close(Option<u16>),
+}
+
+/// `recv_ref`'s copy buffer is kept for the next message up to this size.
+const LENT_RETAIN: usize = 64 * 1024;
+
+impl Lent {
+    fn store(&mut self, msg: MessageRef<'_>) {
+        if self.buf.capacity() > LENT_RETAIN {
+            self.buf = Vec::new();
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(msg.as_bytes());
+        self.kind = match msg {
+            MessageRef::Text(_) => LentKind::Text,
+            MessageRef::Binary(_) => LentKind::Binary,
+            MessageRef::Ping(_) => LentKind::Ping,
+            MessageRef::Pong(_) => LentKind::Pong,
+            MessageRef::Close(c) => LentKind::Close(c.map(|(code, _)| code)),
+        };
+    }
+
+    fn get(&self) -> MessageRef<'_> {
+        // Text and close reasons were validated as they arrived; checked again without
+        // `unsafe`.
+        let text = || std::str::from_utf8(&self.buf).unwrap_or_default();
+        match self.kind {
+            LentKind::Text => MessageRef::Text(text()),
+            LentKind::Binary => MessageRef::Binary(&self.buf),
+            LentKind::Ping => MessageRef::Ping(&self.buf),
+            LentKind::Pong => MessageRef::Pong(&self.buf),
+            LentKind::Close(code) => MessageRef::Close(code.map(|c| (c, text()))),
+        }
+    }
 }
 
 /// The sending half of a split [`WebSocket`].
@@ -666,6 +856,7 @@ impl<S> std::fmt::Debug for WriteHalf<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// Polls for the next message.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        drop_gathered(&mut self.gather, &mut self.gathered);
         WakerPair::set(&self.shared.wakers.reader, cx.waker());
         let shared = self.shared.clone();
         let mut inner = shared.lock();
@@ -692,9 +883,53 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
+    /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
+    pub fn poll_recv_ref(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
+        WakerPair::set(&self.shared.wakers.reader, cx.waker());
+        let shared = self.shared.clone();
+        let mut inner = shared.lock();
+        let inner = &mut *inner;
+        let rd = &mut self.rd;
+        let wr = &mut inner.wr;
+        let got = ready!(poll_got(
+            &mut inner.engine,
+            &mut self.gather,
+            &mut self.gathered,
+            |engine, cx| {
+                let mut io = PairIo {
+                    rd: &mut *rd,
+                    wr: &mut *wr,
+                };
+                engine.poll_recv_raw(cx, Some(&shared.combined), &mut io as &mut dyn Io)
+            },
+            cx,
+        ))?;
+        let Some(got) = got else {
+            return Poll::Ready(Ok(None));
+        };
+        self.lent.store(lend(&inner.engine, &self.gather, got));
+        Poll::Ready(Ok(Some(self.lent.get())))
+    }
+
+    /// Receives the next message borrowed from this half, valid until the next call on
+    /// it; `Ok(None)` after the connection closed. Cancel-safe.
+    ///
+    /// The connection is shared with the [`WriteHalf`] behind a lock that must not stay
+    /// held while the message is in use, so the payload is copied once into a buffer
+    /// this half keeps (up to 64 KiB of it is kept between messages): no allocation per
+    /// message once that buffer has grown to the message size. [`WebSocket::recv_ref`]
+    /// lends without the copy.
+    pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
+        let got = poll_fn(|cx| self.poll_recv_ref(cx).map(|r| r.map(|m| m.is_some()))).await?;
+        Ok(got.then(|| self.lent.get()))
+    }
+
     /// The peer's close frame, once received.
     pub fn close_frame(&self) -> Option<CloseFrame> {
-        self.shared.lock().engine.peer_close.clone()
+        self.shared.lock().engine.peer_close.as_deref().cloned()
     }
 }
 

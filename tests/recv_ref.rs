@@ -1,0 +1,237 @@
+//! Borrowing receive (`recv_ref`): messages lent from the receive buffer allocate nothing
+//! per message once the buffer is warm; larger, fragmented and chunk-delivered messages,
+//! split halves, and cancellation still behave. A counting global allocator counts the
+//! allocations this thread makes while receiving.
+#![cfg(feature = "tokio")]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use rapidws::Role;
+use rapidws::connection::{Connection, Delivery};
+use rapidws::tokio::{Config, MessageKind, MessageRef, WebSocket};
+use tokio::io::{AsyncWriteExt, DuplexStream, duplex};
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+fn note() {
+    // `try_with`: the thread-locals may be gone while the thread shuts down.
+    let _ = COUNTING.try_with(|on| {
+        if on.get() {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        }
+    });
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The frames a client would send for `messages`, masked, back to back.
+fn client_frames(messages: &[(MessageKind, Vec<u8>)]) -> Vec<u8> {
+    let mut conn = Connection::new(Role::Client, Default::default(), Instant::now());
+    let mut out = Vec::new();
+    for (kind, payload) in messages {
+        conn.send(*kind, payload).unwrap();
+        conn.write_pending(&mut out);
+    }
+    out
+}
+
+/// A server `WebSocket` over an in-memory pipe, and the client's end of the pipe.
+fn server(config: &Config) -> (WebSocket<DuplexStream>, DuplexStream) {
+    let (client, server) = duplex(4 << 20);
+    (
+        WebSocket::from_raw(server, Role::Server, config, &[]),
+        client,
+    )
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn payload(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i * 31 + j) as u8).collect()
+}
+
+#[test]
+fn recv_ref_allocates_nothing_per_message_that_fits_the_buffer() {
+    runtime().block_on(async {
+        let (mut ws, mut client) = server(&Config::default());
+        const WARM: usize = 10;
+        const COUNTED: usize = 1000;
+        let mut allocations = 0;
+        for i in 0..WARM + COUNTED {
+            let kind = if i % 2 == 0 {
+                MessageKind::Binary
+            } else {
+                MessageKind::Text
+            };
+            let data: Vec<u8> = payload(i, 100 + i % 900)
+                .into_iter()
+                .map(|b| b'a' + b % 26)
+                .collect();
+            client
+                .write_all(&client_frames(&[(kind, data.clone())]))
+                .await
+                .unwrap();
+            let counting = i >= WARM;
+            COUNT.with(|c| c.set(0));
+            COUNTING.with(|on| on.set(counting));
+            let msg = ws.recv_ref().await.unwrap().unwrap();
+            COUNTING.with(|on| on.set(false));
+            allocations += COUNT.with(|c| c.get());
+            assert_eq!(msg.as_bytes(), &data[..], "message {i}");
+            assert!(msg.is_data());
+            assert_eq!(msg.as_text().is_some(), kind == MessageKind::Text);
+        }
+        assert_eq!(
+            allocations, 0,
+            "allocations while receiving {COUNTED} messages that fit the receive buffer"
+        );
+        // The counter does see this path's allocations: an owned receive hands the
+        // payload over as `Bytes`, which allocates.
+        client
+            .write_all(&client_frames(&[(MessageKind::Binary, vec![1; 100])]))
+            .await
+            .unwrap();
+        COUNT.with(|c| c.set(0));
+        COUNTING.with(|on| on.set(true));
+        let owned = ws.recv().await.unwrap().unwrap();
+        COUNTING.with(|on| on.set(false));
+        assert!(COUNT.with(|c| c.get()) > 0, "the counter counts");
+        assert_eq!(owned.len(), 100);
+    });
+}
+
+#[test]
+fn recv_ref_lends_a_message_larger_than_the_read_buffer() {
+    runtime().block_on(async {
+        let config = Config::default().with_read_buffer_size(4096);
+        let (mut ws, mut client) = server(&config);
+        let big = payload(7, 1 << 20);
+        let frames = client_frames(&[(MessageKind::Binary, big.clone())]);
+        let writer = tokio::spawn(async move {
+            client.write_all(&frames).await.unwrap();
+            client
+        });
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.recv_ref())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(msg, MessageRef::Binary(&big));
+        let _client = writer.await.unwrap();
+    });
+}
+
+#[test]
+fn recv_ref_lends_fragmented_and_chunk_delivered_messages_whole() {
+    for delivery in [Delivery::Whole, Delivery::Chunks] {
+        runtime().block_on(async {
+            let (mut ws, mut client) = server(&Config::default().with_delivery(delivery));
+            // A fragmented text message, then a ping, then a one-frame binary message.
+            let mut conn = Connection::new(Role::Client, Default::default(), Instant::now());
+            let mut out = Vec::new();
+            conn.begin_message(MessageKind::Text).unwrap();
+            conn.send_chunk("héllo, ".as_bytes()).unwrap();
+            conn.ping(b"p").unwrap();
+            conn.end_message("wörld".as_bytes()).unwrap();
+            conn.send(MessageKind::Binary, &[1, 2, 3]).unwrap();
+            conn.write_pending(&mut out);
+            client.write_all(&out).await.unwrap();
+            assert_eq!(ws.recv_ref().await.unwrap(), Some(MessageRef::Ping(b"p")));
+            assert_eq!(
+                ws.recv_ref().await.unwrap(),
+                Some(MessageRef::Text("héllo, wörld")),
+                "{delivery:?}"
+            );
+            assert_eq!(
+                ws.recv_ref().await.unwrap(),
+                Some(MessageRef::Binary(&[1, 2, 3])),
+                "{delivery:?}"
+            );
+        });
+    }
+}
+
+#[test]
+fn recv_ref_on_a_read_half_copies_into_the_half() {
+    runtime().block_on(async {
+        let (ws, mut client) = server(&Config::default());
+        let (mut rd, _wr) = ws.split();
+        let messages: Vec<_> = (0..50)
+            .map(|i| (MessageKind::Binary, payload(i, 10 + i * 100)))
+            .collect();
+        client.write_all(&client_frames(&messages)).await.unwrap();
+        for (i, (_, data)) in messages.iter().enumerate() {
+            let msg = rd.recv_ref().await.unwrap().unwrap();
+            assert_eq!(msg, MessageRef::Binary(data), "message {i}");
+        }
+        // The peer's close is lent too, then the end.
+        let mut conn = Connection::new(Role::Client, Default::default(), Instant::now());
+        conn.close(Instant::now(), rapidws::codec::CloseCode(1000), "bye")
+            .unwrap();
+        let mut out = Vec::new();
+        conn.write_pending(&mut out);
+        client.write_all(&out).await.unwrap();
+        assert_eq!(
+            rd.recv_ref().await.unwrap(),
+            Some(MessageRef::Close(Some((1000, "bye"))))
+        );
+        drop(client);
+        assert_eq!(rd.recv_ref().await.unwrap(), None);
+    });
+}
+
+#[test]
+fn dropped_recv_ref_loses_nothing() {
+    runtime().block_on(async {
+        let (mut ws, mut client) = server(&Config::default());
+        // Nothing to read yet: the call is cancelled by the timeout.
+        let r = tokio::time::timeout(Duration::from_millis(20), ws.recv_ref()).await;
+        assert!(r.is_err());
+        let frames = client_frames(&[(MessageKind::Text, b"after".to_vec())]);
+        // Half the frame, a cancelled receive, then the rest.
+        client.write_all(&frames[..3]).await.unwrap();
+        let r = tokio::time::timeout(Duration::from_millis(20), ws.recv_ref()).await;
+        assert!(r.is_err());
+        client.write_all(&frames[3..]).await.unwrap();
+        assert_eq!(
+            ws.recv_ref().await.unwrap(),
+            Some(MessageRef::Text("after"))
+        );
+    });
+}
