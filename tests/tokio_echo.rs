@@ -286,3 +286,15 @@ async fn write_half_sends_a_fragmented_message_while_read_half_receives() {
     assert_eq!(second, Message::text("héllo wörld"));
     drop(bounded(writer).await.unwrap());
 }
+
+/// `send_from` on a whole connection and on a write half can run on a spawned task (its
+/// future is `Send`).
+#[allow(dead_code)]
+fn send_from_futures_are_send(
+    ws: &mut rapidws::tokio::WebSocket<tokio::net::TcpStream>,
+    wr: &mut rapidws::tokio::WriteHalf<tokio::net::TcpStream>,
+) {
+    fn is_send<T: Send>(_: T) {}
+    is_send(ws.send_from(rapidws::codec::MessageKind::Binary, &b""[..], 16));
+    is_send(wr.send_from(rapidws::codec::MessageKind::Binary, &b""[..], 16));
+}

@@ -469,21 +469,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     pub async fn send_from<R: AsyncRead + Unpin>(
         &mut self,
         kind: MessageKind,
-        mut reader: R,
+        reader: R,
         chunk_size: usize,
     ) -> Result<u64, Error> {
-        let mut w = self.begin_message(kind)?;
-        let mut buf = vec![0u8; chunk_size.max(1)];
-        let mut total = 0u64;
-        loop {
-            let n = reader.read(&mut buf).await?;
-            if n == 0 {
-                w.finish(&[]).await?;
-                return Ok(total);
-            }
-            total += n as u64;
-            w.send_chunk(&buf[..n]).await?;
-        }
+        let w = self.begin_message(kind)?;
+        copy_fragments(w, reader, chunk_size).await
     }
 
     /// Sends a ping (payload at most 125 bytes, else [`Error::Send`]). The pong arrives as
@@ -1033,21 +1023,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     pub async fn send_from<R: AsyncRead + Unpin>(
         &mut self,
         kind: MessageKind,
-        mut reader: R,
+        reader: R,
         chunk_size: usize,
     ) -> Result<u64, Error> {
-        let mut w = self.begin_message(kind)?;
-        let mut buf = vec![0u8; chunk_size.max(1)];
-        let mut total = 0u64;
-        loop {
-            let n = reader.read(&mut buf).await?;
-            if n == 0 {
-                w.finish(&[]).await?;
-                return Ok(total);
-            }
-            total += n as u64;
-            w.send_chunk(&buf[..n]).await?;
-        }
+        let w = self.begin_message(kind)?;
+        copy_fragments(w, reader, chunk_size).await
     }
 }
 
@@ -1185,5 +1165,50 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     ) -> Result<(), Error> {
         self.feed_prepared(msg).await?;
         self.flush().await
+    }
+}
+
+/// The two fragmented-message writers ([`MessageWriter`], [`HalfMessageWriter`]), so that
+/// `send_from` has one body.
+trait FragmentWriter {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error>;
+    async fn end(self, data: &[u8]) -> Result<(), Error>;
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for MessageWriter<'_, S> {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.send_chunk(data).await
+    }
+    async fn end(self, data: &[u8]) -> Result<(), Error> {
+        self.finish(data).await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for HalfMessageWriter<'_, S> {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.send_chunk(data).await
+    }
+    async fn end(self, data: &[u8]) -> Result<(), Error> {
+        self.finish(data).await
+    }
+}
+
+/// Reads `reader` to its end in pieces of at most `chunk_size` bytes, each sent as one
+/// fragment through `w`, then ends the message; returns the bytes sent.
+async fn copy_fragments<W: FragmentWriter, R: AsyncRead + Unpin>(
+    mut w: W,
+    mut reader: R,
+    chunk_size: usize,
+) -> Result<u64, Error> {
+    let mut buf = vec![0u8; chunk_size.max(1)];
+    let mut total = 0u64;
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            w.end(&[]).await?;
+            return Ok(total);
+        }
+        total += n as u64;
+        w.chunk(&buf[..n]).await?;
     }
 }
