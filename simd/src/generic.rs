@@ -381,11 +381,14 @@ pub(crate) unsafe fn validate<V: Vector>(buf: &[u8]) -> bool {
         let mut u = Utf8::<V>::new();
         u.block64(load64::<V>(p));
         let mut i = 64;
-        while i + 64 <= n {
+        // Strictly below `n`: the last block is always the one ending at `n`, so lengths
+        // from 68 to 128 share one branch pattern (a length-dependent branch
+        // mispredicts when message lengths vary).
+        while i + 64 < n {
             if u.block_at(p.add(i)) {
                 i += 64;
                 // Skip ASCII 128 bytes per test, in a loop with nothing else in it.
-                while i + 128 <= n && ascii128::<V>(p.add(i)) {
+                while i + 128 < n && ascii128::<V>(p.add(i)) {
                     i += 128;
                 }
             } else {
