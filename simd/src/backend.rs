@@ -14,7 +14,7 @@ pub enum Backend {
 
 /// The backend fixed at compile time, when the target features of the build make one
 /// available everywhere the binary runs (`-C target-feature=+avx512bw`, aarch64's NEON).
-const STATIC_BEST: Option<Backend> = if cfg!(all(
+pub(crate) const STATIC_BEST: Option<Backend> = if cfg!(all(
     target_arch = "x86_64",
     target_feature = "sse2",
     feature = "avx512",

@@ -62,3 +62,90 @@ pub(crate) unsafe fn unmask_validate(backend: Backend, buf: &mut [u8], key: [u8;
         core::str::from_utf8(buf).is_ok()
     })
 }
+
+/// A kernel chosen once and then called through a cached pointer: one relaxed atomic load
+/// and one indirect call, instead of re-reading the cached backend and matching on it.
+///
+/// Each slot starts out pointing at an `init` function that picks the kernel for
+/// [`Backend::best`], stores it and runs it. Racing first callers store the same pointer.
+/// When the backend is fixed at compile time the slot is not used: the match on the
+/// constant backend folds to a direct call.
+macro_rules! cached {
+    ($(#[$doc:meta])* $auto:ident, $slot:ident, $init:ident, $ty:ty, $pick:ident,
+     fn($($arg:ident: $argty:ty),*) -> $ret:ty) => {
+        static $slot: core::sync::atomic::AtomicPtr<()> =
+            core::sync::atomic::AtomicPtr::new($init as *mut ());
+
+        fn $init($($arg: $argty),*) -> $ret {
+            let f: $ty = $pick(Backend::best());
+            $slot.store(f as *mut (), core::sync::atomic::Ordering::Relaxed);
+            // SAFETY: `$pick` returned the kernel of an available backend.
+            unsafe { f($($arg),*) }
+        }
+
+        $(#[$doc])*
+        #[inline]
+        pub(crate) fn $auto($($arg: $argty),*) -> $ret {
+            if let Some(b) = crate::backend::STATIC_BEST {
+                // SAFETY: the compile-time backend is available wherever this binary runs.
+                return unsafe { $pick(b)($($arg),*) };
+            }
+            let p = $slot.load(core::sync::atomic::Ordering::Relaxed);
+            // SAFETY: the slot only ever holds `$init` or a `$ty` returned by `$pick`
+            // for an available backend, both stored from values of type `$ty` (or a safe
+            // fn of the same signature).
+            let f = unsafe { core::mem::transmute::<*mut (), $ty>(p) };
+            // SAFETY: as above, the kernel's backend is available.
+            unsafe { f($($arg),*) }
+        }
+    };
+}
+
+type MaskFn = unsafe fn(&mut [u8], [u8; 4]);
+type ValidateFn = unsafe fn(&[u8]) -> bool;
+
+/// The mask kernel of an available `backend`.
+fn pick_mask(backend: Backend) -> MaskFn {
+    match backend {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx512"))]
+        Backend::Avx512 => crate::x86_64::avx512::mask,
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx2"))]
+        Backend::Avx2 => crate::x86_64::avx2::mask,
+        #[cfg(all(target_arch = "aarch64", feature = "neon"))]
+        Backend::Neon => crate::aarch64::neon::mask,
+        _ => scalar_mask,
+    }
+}
+
+/// The UTF-8 kernel of an available `backend`.
+fn pick_validate(backend: Backend) -> ValidateFn {
+    match backend {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx512"))]
+        Backend::Avx512 => crate::x86_64::avx512::validate,
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx2"))]
+        Backend::Avx2 => crate::x86_64::avx2::validate,
+        #[cfg(all(target_arch = "aarch64", feature = "neon"))]
+        Backend::Neon => crate::aarch64::neon::validate,
+        _ => scalar_validate,
+    }
+}
+
+fn scalar_mask(buf: &mut [u8], key: [u8; 4]) {
+    scalar::mask(buf, key)
+}
+
+fn scalar_validate(buf: &[u8]) -> bool {
+    core::str::from_utf8(buf).is_ok()
+}
+
+cached! {
+    /// Masks `buf` at key phase 0 on the best backend.
+    mask_auto, MASK, mask_init, MaskFn, pick_mask,
+    fn(buf: &mut [u8], key: [u8; 4]) -> ()
+}
+
+cached! {
+    /// Whether `buf` is complete, valid UTF-8, on the best backend.
+    validate_auto, VALIDATE, validate_init, ValidateFn, pick_validate,
+    fn(buf: &[u8]) -> bool
+}

@@ -232,19 +232,58 @@ impl<V: Vector> Utf8<V> {
     unsafe fn non_ascii(&mut self, input: V) {
         // SAFETY: the caller guarantees the ISA.
         unsafe {
-            let p1 = input.prev1(self.prev);
+            let e = self.errors(
+                input,
+                input.prev1(self.prev),
+                input.prev2(self.prev),
+                input.prev3(self.prev),
+            );
+            self.error = self.error.or(e);
+            self.incomplete = input.sat_sub(self.max);
+        }
+    }
+
+    /// The error bits of every 2- to 4-byte window ending in `input`, given the input
+    /// shifted by 1, 2 and 3 bytes (`p1`, `p2`, `p3`: the bytes before each position).
+    /// # Safety
+    /// The ISA of `V` must be available.
+    #[inline(always)]
+    unsafe fn errors(&self, input: V, p1: V, p2: V, p3: V) -> V {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe {
             let special = p1
                 .shr4()
                 .lookup(self.t1h)
                 .and(p1.and(self.low_nibble).lookup(self.t1l))
                 .and(input.shr4().lookup(self.t2h));
-            let p2 = input.prev2(self.prev);
-            let p3 = input.prev3(self.prev);
             let must_be_cont = p2
                 .sat_sub(self.third)
                 .or(p3.sat_sub(self.fourth))
                 .and(self.high_bit);
-            self.error = self.error.or(must_be_cont.xor(special));
+            must_be_cont.xor(special)
+        }
+    }
+
+    /// Checks the vector at `p`, reading the bytes before each position from memory
+    /// (`p - 1`, `p - 2`, `p - 3`) instead of shuffling them out of the previous vector:
+    /// three loads in place of four shuffles, which compete with the table lookups for
+    /// the shuffle unit. Does not use or update `prev`.
+    ///
+    /// Checking bytes again is harmless (the error bits are a function of the bytes and
+    /// the three before them), so a last vector may overlap ones checked before.
+    /// # Safety
+    /// The ISA of `V` must be available; `p - 3 .. p + LANES` must be readable.
+    #[inline(always)]
+    unsafe fn at(&mut self, p: *const u8, input: V) {
+        // SAFETY: the caller guarantees the ISA and the readable range.
+        unsafe {
+            let e = self.errors(
+                input,
+                V::load(p.sub(1)),
+                V::load(p.sub(2)),
+                V::load(p.sub(3)),
+            );
+            self.error = self.error.or(e);
             self.incomplete = input.sat_sub(self.max);
         }
     }
@@ -301,11 +340,112 @@ unsafe fn load64<V: Vector>(p: *const u8) -> [V; 4] {
     }
 }
 
+/// Whether the 128 bytes at `p` are all ASCII.
+/// # Safety
+/// The ISA of `V` must be available; `p..p+128` readable.
+#[inline(always)]
+unsafe fn ascii128<V: Vector>(p: *const u8) -> bool {
+    // SAFETY: the caller guarantees the ISA and 128 readable bytes.
+    unsafe {
+        let a = load64::<V>(p);
+        let b = load64::<V>(p.add(64));
+        let mut all = a[0].or(b[0]);
+        for j in 1..64 / V::LANES {
+            all = all.or(a[j]).or(b[j]);
+        }
+        all.is_ascii()
+    }
+}
+
 /// Whether `buf` is valid, complete UTF-8.
+///
+/// The first 64 bytes go through the streaming checker (there are no bytes before them
+/// to load); after that every vector reads its preceding bytes from memory
+/// ([`Utf8::at`]), 64 bytes per step with one ASCII test, and the end is one 64-byte
+/// block ending at the last byte, overlapping bytes already checked, instead of a copy
+/// into a zero-padded buffer. Errors are OR-ed together and tested once, at the end.
 /// # Safety
 /// The ISA of `V` must be available.
 #[inline(always)]
 pub(crate) unsafe fn validate<V: Vector>(buf: &[u8]) -> bool {
+    let n = buf.len();
+    let p = buf.as_ptr();
+    if n < 64 {
+        // SAFETY: the caller guarantees the ISA.
+        return unsafe { validate_stream::<V>(buf) };
+    }
+    // SAFETY: the caller guarantees the ISA. Every load stays inside `buf`: blocks start
+    // at `i >= 64` (or at `n - 64 >= 3`), so their preceding 3 bytes are in `buf` too,
+    // and end by `n`; the partial load reads `n - 64 < 3` bytes from 64.
+    unsafe {
+        let mut u = Utf8::<V>::new();
+        u.block64(load64::<V>(p));
+        let mut i = 64;
+        // Strictly below `n`: the last block is always the one ending at `n`, so lengths
+        // from 68 to 128 share one branch pattern (a length-dependent branch
+        // mispredicts when message lengths vary).
+        while i + 64 < n {
+            if u.block_at(p.add(i)) {
+                i += 64;
+                // Skip ASCII 128 bytes per test, in a loop with nothing else in it.
+                while i + 128 < n && ascii128::<V>(p.add(i)) {
+                    i += 128;
+                }
+            } else {
+                i += 64;
+            }
+        }
+        if i < n {
+            if n >= 64 + 3 {
+                u.block_at(p.add(n - 64));
+            } else {
+                // 1 or 2 bytes after the first block, which left `prev` set.
+                u.block(V::load_partial(p.add(64), n - 64));
+            }
+        }
+        u.finish()
+    }
+}
+
+impl<V: Vector> Utf8<V> {
+    /// Checks the 64 bytes at `p` with one ASCII test, reading the bytes before each
+    /// vector from memory ([`Utf8::at`]). Returns whether they were all ASCII.
+    ///
+    /// The block may overlap bytes checked before; it must still start at or before the
+    /// end of the last block checked, so that an ASCII block closes what that one left
+    /// open.
+    /// # Safety
+    /// The ISA of `V` must be available; `p - 3 .. p + 64` must be readable.
+    #[inline(always)]
+    unsafe fn block_at(&mut self, p: *const u8) -> bool {
+        // SAFETY: the caller guarantees the ISA and the readable range.
+        unsafe {
+            let v = load64::<V>(p);
+            let k = 64 / V::LANES;
+            let mut all = v[0];
+            for x in &v[1..k] {
+                all = all.or(*x);
+            }
+            if all.is_ascii() {
+                // A sequence left open before `p` cannot continue in ASCII.
+                self.error = self.error.or(self.incomplete);
+                self.incomplete = V::splat(0);
+                return true;
+            }
+            for (j, x) in v.iter().enumerate().take(k) {
+                self.at(p.add(j * V::LANES), *x);
+            }
+            false
+        }
+    }
+}
+
+/// Whether `buf` is valid, complete UTF-8, one vector after another through the
+/// streaming checker (short inputs, where a vector cannot overlap three earlier bytes).
+/// # Safety
+/// The ISA of `V` must be available.
+#[inline(always)]
+unsafe fn validate_stream<V: Vector>(buf: &[u8]) -> bool {
     let n = buf.len();
     let p = buf.as_ptr();
     // SAFETY: the caller guarantees the ISA; every load stays inside `buf`.

@@ -6,8 +6,9 @@
 
 use crate::{Backend, dispatch, scalar};
 
-/// Below this many bytes the inlined scalar words beat any dispatch.
-const SMALL: usize = 32;
+/// Below this many bytes the inlined scalar words (at most 7 steps plus one overlapping
+/// word) beat any dispatch.
+const SMALL: usize = 64;
 
 /// Masks (or unmasks: the operation is its own inverse) `buf` in place and advances `key`.
 #[inline]
@@ -15,15 +16,9 @@ pub fn apply(buf: &mut [u8], key: &mut [u8; 4]) {
     if buf.len() < SMALL {
         scalar::mask(buf, *key);
     } else {
-        apply_dispatch(buf, *key);
+        dispatch::mask_auto(buf, *key);
     }
     *key = scalar::rotated(*key, buf.len());
-}
-
-#[inline(never)]
-fn apply_dispatch(buf: &mut [u8], key: [u8; 4]) {
-    // SAFETY: `best()` only returns available backends.
-    unsafe { dispatch::mask(Backend::best(), buf, key) }
 }
 
 /// [`apply`] with a chosen backend; `None` when the CPU or build lacks it.

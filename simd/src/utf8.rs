@@ -59,13 +59,7 @@ pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
     if buf.len() < SMALL {
         return core::str::from_utf8(buf).map(|_| ()).map_err(from_core);
     }
-    validate_dispatch(buf)
-}
-
-#[inline(never)]
-fn validate_dispatch(buf: &[u8]) -> Result<(), Utf8Error> {
-    // SAFETY: `best()` only returns available backends.
-    if unsafe { dispatch::validate(Backend::best(), buf) } {
+    if dispatch::validate_auto(buf) {
         Ok(())
     } else {
         locate_error(buf)

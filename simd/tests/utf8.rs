@@ -200,6 +200,39 @@ fn every_sequence_class_matches_std_at_vector_boundaries() {
     }
 }
 
+/// A sequence cut short anywhere in a long input: in ASCII (where whole ASCII blocks are
+/// skipped without a look at the bytes before them) and after non-ASCII text (where each
+/// vector reads the three bytes before it from memory), including the last block, which
+/// overlaps bytes already checked.
+#[test]
+fn truncated_sequence_is_found_at_every_offset_of_long_inputs() {
+    let lens: &[usize] = if cfg!(miri) {
+        &[131]
+    } else {
+        &[64, 67, 130, 200, 333, 700]
+    };
+    let step = if cfg!(miri) { 5 } else { 1 };
+    let cut: &[&[u8]] = &[
+        b"\xC3",
+        b"\xE2\x82",
+        b"\xF0\x9F\x98",
+        b"\xED\xA0\x80",
+        b"\x80",
+    ];
+    let text = mixed_text(1024, 3);
+    for &len in lens {
+        for filler in [&b"a".repeat(len)[..], &text[..len]] {
+            for seq in cut {
+                for at in (0..=len - seq.len()).step_by(step) {
+                    let mut b = filler.to_vec();
+                    b[at..at + seq.len()].copy_from_slice(seq);
+                    check_one_shot(&b);
+                }
+            }
+        }
+    }
+}
+
 /// Markus Kuhn's UTF-8 decoder stress test, sections 2 to 5, written from its spec:
 /// (bytes, valid?).
 fn kuhn_cases() -> Vec<(Vec<u8>, bool)> {

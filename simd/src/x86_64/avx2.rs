@@ -4,6 +4,51 @@ use core::arch::x86_64::*;
 
 use crate::generic::{self, Vector};
 
+/// Shuffle indices for [`Vector::load_partial`]: 16 bytes from offset `s` pick byte
+/// `j + s` while that is below 16, and 0 (index with bit 7 set) after.
+static SHIFT: [u8; 32] = {
+    let mut t = [0x80; 32];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// `len < 16` bytes at `p` as two little-endian words, zero-filled, without a byte loop
+/// for `len >= 4`: the bytes past 8 (or past 4) come from a word ending at `p + len`,
+/// shifted down.
+/// # Safety
+/// `p..p+len` must be readable.
+#[inline(always)]
+unsafe fn words_partial(p: *const u8, len: usize) -> [u64; 2] {
+    // SAFETY: every read below lies inside `p..p+len` by the branch conditions.
+    unsafe {
+        let rd8 = |i: usize| u64::from_le(p.add(i).cast::<u64>().read_unaligned());
+        let rd4 = |i: usize| u64::from(u32::from_le(p.add(i).cast::<u32>().read_unaligned()));
+        if len >= 8 {
+            let hi = if len > 8 {
+                rd8(len - 8) >> (8 * (16 - len))
+            } else {
+                0
+            };
+            [rd8(0), hi]
+        } else if len >= 4 {
+            // Bytes 4..len from the u32 ending at `len`; for `len == 4` it is `p[..4]`
+            // again, shifted out entirely.
+            let hi = (rd4(len - 4) << 32) >> (8 * (8 - len));
+            [rd4(0) | (hi & !0xFFFF_FFFF), 0]
+        } else {
+            let mut w = 0u64;
+            for i in 0..len {
+                w |= u64::from(*p.add(i)) << (8 * i);
+            }
+            [w, 0]
+        }
+    }
+}
+
 impl Vector for __m256i {
     const LANES: usize = 32;
 
@@ -29,12 +74,22 @@ impl Vector for __m256i {
     }
     #[inline(always)]
     unsafe fn load_partial(p: *const u8, len: usize) -> Self {
-        let mut tmp = [0u8; 32];
-        // SAFETY: the caller guarantees `len < 32` readable bytes at `p`; `tmp` is a
-        // distinct local with room for them and 32 readable bytes.
+        // SAFETY: the caller guarantees AVX2 and `len < 32` readable bytes at `p`; every
+        // load below reads inside `p..p+len` (or the 32-byte SHIFT table at an offset of
+        // at most 16, for 16 bytes).
         unsafe {
-            core::ptr::copy_nonoverlapping(p, tmp.as_mut_ptr(), len);
-            _mm256_loadu_si256(tmp.as_ptr().cast())
+            if len >= 16 {
+                // The low lane is `p[..16]`. The high lane is the 16 bytes ending at `p +
+                // len`, moved down by `32 - len` bytes with zeros shifted in: shuffle
+                // indices with bit 7 set give 0.
+                let lo = _mm_loadu_si128(p.cast());
+                let hi = _mm_loadu_si128(p.add(len - 16).cast());
+                let idx = _mm_loadu_si128(SHIFT.as_ptr().add(32 - len).cast());
+                _mm256_set_m128i(_mm_shuffle_epi8(hi, idx), lo)
+            } else {
+                let [a, b] = words_partial(p, len);
+                _mm256_set_epi64x(0, 0, b as i64, a as i64)
+            }
         }
     }
     #[inline(always)]
