@@ -3,9 +3,10 @@
 //! allocator counts the allocations made by this thread while sending.
 #![cfg(all(feature = "deflate", feature = "tokio"))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Instant;
+
+mod alloc_count;
+use alloc_count::allocations;
 
 use rapidws::Role;
 use rapidws::connection::{Config, Connection};
@@ -13,57 +14,6 @@ use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
 use rapidws::prepared::PreparedMessage;
 use rapidws::tokio::{ClientConfig, ServerConfig, WebSocket, accept, client_handshake};
 use tokio::io::DuplexStream;
-
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-fn note() {
-    // `try_with`: the thread-locals may be gone while the thread shuts down.
-    let _ = COUNTING.try_with(|on| {
-        if on.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Allocations made by this thread while running `f`.
-fn allocations<T>(f: impl FnOnce() -> T) -> (usize, T) {
-    COUNT.with(|c| c.set(0));
-    COUNTING.with(|on| on.set(true));
-    let r = f();
-    COUNTING.with(|on| on.set(false));
-    (COUNT.with(|c| c.get()), r)
-}
 
 fn params() -> DeflateParams {
     DeflateParams {

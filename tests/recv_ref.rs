@@ -4,56 +4,14 @@
 //! allocations this thread makes while receiving.
 #![cfg(feature = "tokio")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::{Duration, Instant};
+
+mod alloc_count;
 
 use rapidws::Role;
 use rapidws::connection::{Connection, Delivery};
 use rapidws::tokio::{Config, MessageKind, MessageRef, WebSocket};
 use tokio::io::{AsyncWriteExt, DuplexStream, duplex};
-
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-fn note() {
-    // `try_with`: the thread-locals may be gone while the thread shuts down.
-    let _ = COUNTING.try_with(|on| {
-        if on.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
 
 /// The frames a client would send for `messages`, masked, back to back.
 fn client_frames(messages: &[(MessageKind, Vec<u8>)]) -> Vec<u8> {
@@ -108,11 +66,14 @@ fn recv_ref_allocates_nothing_per_message_that_fits_the_buffer() {
                 .await
                 .unwrap();
             let counting = i >= WARM;
-            COUNT.with(|c| c.set(0));
-            COUNTING.with(|on| on.set(counting));
+            if counting {
+                alloc_count::start();
+            }
             let msg = ws.recv_ref().await.unwrap().unwrap();
-            COUNTING.with(|on| on.set(false));
-            allocations += COUNT.with(|c| c.get());
+            let n = alloc_count::stop();
+            if counting {
+                allocations += n;
+            }
             assert_eq!(msg.as_bytes(), &data[..], "message {i}");
             assert!(msg.is_data());
             assert_eq!(msg.as_text().is_some(), kind == MessageKind::Text);
@@ -127,11 +88,9 @@ fn recv_ref_allocates_nothing_per_message_that_fits_the_buffer() {
             .write_all(&client_frames(&[(MessageKind::Binary, vec![1; 100])]))
             .await
             .unwrap();
-        COUNT.with(|c| c.set(0));
-        COUNTING.with(|on| on.set(true));
+        alloc_count::start();
         let owned = ws.recv().await.unwrap().unwrap();
-        COUNTING.with(|on| on.set(false));
-        assert!(COUNT.with(|c| c.get()) > 0, "the counter counts");
+        assert!(alloc_count::stop() > 0, "the counter counts");
         assert_eq!(owned.len(), 100);
     });
 }
