@@ -11,6 +11,10 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rapidws_simd::{Backend, frame, mask, utf8};
 
+#[path = "support/corpus.rs"]
+mod corpus;
+use corpus::mixed_corpus;
+
 const SIZES: &[usize] = &[2, 16, 64, 125, 128, 1 << 10, 16 << 10, 256 << 10, 1 << 20];
 /// Text corpora are larger than L2, and the benches rotate through distinct slices.
 const CORPUS: usize = 8 << 20;
@@ -81,57 +85,6 @@ fn bench_mask(c: &mut Criterion) {
             g.finish();
         }
     }
-}
-
-/// ~20% non-ASCII bytes: chat messages as JSON with Latin, CJK and emoji text.
-fn mixed_corpus(len: usize) -> String {
-    const WORDS: &[&str] = &[
-        "hello",
-        "ok",
-        "see",
-        "you",
-        "at",
-        "the",
-        "caf\u{e9}",
-        "na\u{ef}ve",
-        "\u{fc}ber",
-        "stra\u{df}e",
-        "ma\u{f1}ana",
-        "\u{4f60}\u{597d}",
-        "\u{4e16}\u{754c}",
-        "\u{3042}\u{308a}",
-        "\u{1f600}",
-        "\u{1f44d}",
-        "deploy",
-        "tonight",
-        "lunch",
-        "\u{3ba}\u{3b1}\u{3bb}\u{3ac}",
-        "\u{43f}\u{440}\u{438}\u{432}\u{435}\u{442}",
-        "meeting",
-        "the",
-        "a",
-        "is",
-        "and",
-    ];
-    let mut s = String::with_capacity(len + 256);
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut id = 0u32;
-    while s.len() < len {
-        id += 1;
-        s.push_str(&format!(
-            "{{\"id\":{id},\"user\":\"u{}\",\"text\":\"",
-            id % 97
-        ));
-        for _ in 0..(4 + id % 12) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            s.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
-            s.push(' ');
-        }
-        s.push_str("\"}\n");
-    }
-    s
 }
 
 /// Start/end offsets of distinct valid slices of about `n` bytes covering `text`.
