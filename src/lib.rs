@@ -322,6 +322,7 @@ pub mod codec;
 pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
+mod deque;
 #[cfg(feature = "tokio")]
 pub mod handler;
 pub mod handshake;

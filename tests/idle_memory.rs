@@ -75,8 +75,9 @@ const CONNS: usize = 200;
 
 /// Heap bytes an idle, uncompressed server connection may hold: the tokio task, the
 /// handler's future (the `WebSocket` inside, ~1.5 KiB for this echo handler), the
-/// socket's registration with the IO driver and the keepalive timer; about 2.2 KiB in
-/// debug and release builds alike (2026-11-30). Receive buffers, send queues and the
+/// socket's registration with the IO driver and the keepalive timer; about 2.4 KiB in
+/// debug and release builds alike (2026-11-30; the output queues' first slots are inline,
+/// about 100 bytes, so that one-at-a-time traffic never allocates them). Receive buffers, send queues and the
 /// handshake's state must all be released: any of them would exceed this.
 const BUDGET_PER_CONN: isize = 2560;
 

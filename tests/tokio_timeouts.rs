@@ -199,3 +199,33 @@ async fn peer_vanishing_without_close_is_an_unexpected_eof() {
     let r = bounded(ws.recv()).await;
     assert!(matches!(&r, Err(e) if e.is_unexpected_eof()), "{r:?}");
 }
+
+#[tokio::test]
+async fn close_handshake_gives_up_on_a_peer_that_keeps_sending_data() {
+    let (l, addr) = listener().await;
+    tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let mut ws = accept(s, &server_config()).await.unwrap();
+        // Sends data without pause and never reads, so our close is never answered;
+        // bounded in time so the test cannot hang.
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if ws.send(Message::binary(vec![1u8; 1024])).await.is_err() {
+                return;
+            }
+        }
+    });
+    let c = big_config().with_close_timeout(Duration::from_millis(300));
+    let mut ws = bounded(connect(
+        &format!("ws://{addr}/"),
+        &client_config().with_connection(c),
+    ))
+    .await
+    .unwrap();
+    // Let the flood start, so that every read of the closing handshake finds data.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = Instant::now();
+    let r = bounded(ws.close(1000, "")).await;
+    assert!(matches!(r, Err(Error::Timeout(Timeout::Close))), "{r:?}");
+    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+}

@@ -78,6 +78,7 @@ use crate::codec::{
 };
 #[cfg(feature = "deflate")]
 use crate::deflate::PerMessageDeflate;
+use crate::deque::Deque;
 
 /// Buffers larger than this are freed once empty rather than kept for the next message.
 const RETAIN_CAPACITY: usize = 64 * 1024;
@@ -134,7 +135,7 @@ pub struct Connection {
     /// Pings and pongs: they may pass queued data frames.
     control_out: VecDeque<Transmit>,
     /// Data frames and the close, in order.
-    data_out: VecDeque<Transmit>,
+    data_out: Deque<Transmit>,
     /// The fragmented message we are sending.
     sending: Option<OutMessage>,
     close_sent: bool,
@@ -232,7 +233,7 @@ impl Connection {
             chunk_started: false,
             wbuf: BytesMut::new(),
             control_out: VecDeque::new(),
-            data_out: VecDeque::new(),
+            data_out: Deque::default(),
             sending: None,
             close_sent: false,
             close_received: false,
@@ -272,11 +273,13 @@ impl Connection {
 
     /// True once both closes have passed, a protocol error or timeout failed the
     /// connection, or nothing more can happen. Flush the output, then drop the transport.
+    #[inline]
     pub fn is_closed(&self) -> bool {
         self.failed || (self.close_sent && self.close_received)
     }
 
     /// True once our close frame was queued (sends are refused from then on).
+    #[inline]
     pub fn close_sent(&self) -> bool {
         self.close_sent
     }
@@ -327,7 +330,18 @@ impl Connection {
     }
 
     /// Drops what the previous event borrowed.
+    #[inline]
     fn release(&mut self) {
+        // Called on every entry; most calls have nothing to do.
+        if self.rx_pending > 0
+            || self.msg_delivered
+            || (self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
+        {
+            self.release_slow();
+        }
+    }
+
+    fn release_slow(&mut self) {
         if self.rx_pending > 0 {
             self.rx.advance(self.rx_pending);
             self.rx_pending = 0;
@@ -369,9 +383,7 @@ impl Connection {
         if self.control_out.is_empty() && self.control_out.capacity() > 0 {
             self.control_out = VecDeque::new();
         }
-        if self.data_out.is_empty() && self.data_out.capacity() > 0 {
-            self.data_out = VecDeque::new();
-        }
+        self.data_out.shrink_idle(0);
         if self.wbuf.capacity() > 0 {
             // Payloads split off earlier keep their own handles; this only drops ours.
             self.wbuf = BytesMut::new();
@@ -775,6 +787,7 @@ impl Connection {
     }
 
     /// True when [`poll_transmit`](Self::poll_transmit) has something.
+    #[inline]
     pub fn has_pending_output(&self) -> bool {
         !self.control_out.is_empty() || !self.data_out.is_empty()
     }

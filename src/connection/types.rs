@@ -303,17 +303,20 @@ impl Transmit {
     }
 
     /// The header bytes not yet advanced over.
+    #[inline]
     pub fn header(&self) -> &[u8] {
         &self.header[self.header_pos as usize..self.header_len as usize]
     }
 
     /// The payload bytes not yet advanced over.
+    #[inline]
     pub fn payload(&self) -> &Bytes {
         &self.payload
     }
 
     /// Total bytes left to write.
     #[allow(clippy::len_without_is_empty)]
+    #[inline]
     pub fn len(&self) -> usize {
         self.header().len() + self.payload.len()
     }

@@ -24,6 +24,7 @@ use crate::connection::{self, Connection, Event, OwnedEvent, Raw};
 use super::config::Config;
 use super::error::Error;
 use super::message::CloseFrame;
+use super::pool;
 use super::queue::SendQueue;
 
 /// Largest read asked of the socket while a large message streams in.
@@ -154,13 +155,15 @@ impl Engine {
 
     /// Moves the connection's output frames into the send queue.
     fn take_output(&mut self) {
+        if !self.conn.has_pending_output() {
+            return;
+        }
         while let Some(t) = self.conn.poll_transmit() {
-            let header = t.header();
             // Opcodes 0x8-0xF are control frames (RFC 6455 5.5).
-            if header.first().is_some_and(|b| b & 0x08 != 0) {
+            if t.header().first().is_some_and(|b| b & 0x08 != 0) {
                 self.control_pending += 1;
             }
-            self.queue.push_frame(header, t.payload().clone());
+            self.queue.push(t);
         }
     }
 
@@ -343,32 +346,47 @@ impl Engine {
                 self.start_finishing();
                 continue;
             }
-            if let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr())) {
+            // Before reading on, write what is queued (answers queued with `feed` leave
+            // together here). Checked first: most passes have nothing to write.
+            if (self.conn.has_pending_output() || !self.queue.is_empty())
+                && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
+            {
                 self.state = State::Done;
                 return Poll::Ready(Err(Error::Io(e)));
             }
+            // Too many control frames wait for the socket: stop reading until it takes
+            // them (the drain above registered for write readiness). The timers still run.
+            let stalled = self.control_pending >= self.control_capacity && !self.queue.is_empty();
+            if !stalled {
+                if self.eof {
+                    // RFC 6455 7.1.5: the TCP connection closed without a close frame
+                    // (status 1006).
+                    self.state = State::Done;
+                    return Poll::Ready(Err(Error::Io(io::ErrorKind::UnexpectedEof.into())));
+                }
+                match self.poll_fill(cx, io) {
+                    Poll::Ready(Ok(())) => {
+                        // After our close, arriving bytes do not push the close timeout
+                        // back: a peer that keeps sending must still be cut off in time.
+                        if self.conn.close_sent() {
+                            self.poll_timer(cx);
+                        }
+                        continue;
+                    }
+                    Poll::Ready(Err(e)) => {
+                        self.state = State::Done;
+                        return Poll::Ready(Err(Error::Io(e)));
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            // About to wait: only now do the timers matter (bytes arriving push the
+            // keepalive and idle deadlines later, so a pass that read something skips
+            // them). A timer that fired may have queued a ping or failed the connection.
             if self.poll_timer(cx) {
                 continue;
             }
-            // Too many control frames wait for the socket: stop reading until it takes
-            // them (the drain above registered for write readiness).
-            if self.control_pending >= self.control_capacity && !self.queue.is_empty() {
-                return Poll::Pending;
-            }
-            if self.eof {
-                // RFC 6455 7.1.5: the TCP connection closed without a close frame
-                // (status 1006).
-                self.state = State::Done;
-                return Poll::Ready(Err(Error::Io(io::ErrorKind::UnexpectedEof.into())));
-            }
-            match self.poll_fill(cx, io) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => {
-                    self.state = State::Done;
-                    return Poll::Ready(Err(Error::Io(e)));
-                }
-                Poll::Pending => return Poll::Pending,
-            }
+            return Poll::Pending;
         }
     }
 
@@ -376,6 +394,9 @@ impl Engine {
     fn poll_fill(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) -> Poll<io::Result<()>> {
         let want = self.read_size;
         let buf = self.conn.recv_buffer();
+        if buf.capacity() == 0 {
+            *buf = pool::take();
+        }
         if buf.capacity() - buf.len() < want / 2 {
             buf.reserve(want);
         }
@@ -397,11 +418,13 @@ impl Engine {
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
-                // Idle: the empty receive buffer, the output queues' storage and the send
-                // arena are released, so an idle connection holds none of them; the next
-                // message allocates small ones again.
+                // Idle: the empty receive buffer goes back to the thread's stock, and the
+                // output queues' storage and the send arena are released, so an idle
+                // connection holds none of them; the next message takes a buffer from the
+                // stock and allocates small queues again.
                 if buf.is_empty() {
                     self.read_size = self.read_buffer_size;
+                    pool::give(std::mem::take(buf), self.read_buffer_size);
                 }
                 self.conn.release_idle_memory();
                 self.queue.release_idle();

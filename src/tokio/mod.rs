@@ -49,6 +49,7 @@ mod engine;
 mod error;
 use crate::message;
 mod net;
+mod pool;
 #[cfg(feature = "proxy")]
 pub(crate) mod proxy;
 mod queue;

@@ -9,16 +9,15 @@
 //! The queue counts the bytes it holds; [`SendQueue::has_room`] compares that to a
 //! high-water mark chosen by the caller, which is how `try_send` reports `QueueFull`.
 
-use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::io::AsyncWrite;
 
-/// Largest frame header: 2 bytes, 8-byte extended length, 4-byte mask key.
-pub(crate) const MAX_HEADER: usize = 14;
+use crate::connection::Transmit;
+use crate::deque::Deque;
 
 /// Frames whose payload is at most this many bytes are copied into the coalesce chunk
 /// rather than queued as their own iovecs.
@@ -31,12 +30,8 @@ const COALESCE_CHUNK_MAX: usize = 16 * 1024;
 pub(crate) const MAX_IOVECS: usize = 64;
 
 enum Entry {
-    /// A header and a payload shared with the caller.
-    Frame {
-        header: [u8; MAX_HEADER],
-        header_len: u8,
-        payload: Bytes,
-    },
+    /// A frame from the connection: its header inline, its payload shared with the caller.
+    Frame(Transmit),
     /// Whole small frames copied back to back.
     Copied(BytesMut),
 }
@@ -44,11 +39,7 @@ enum Entry {
 impl Entry {
     fn len(&self) -> usize {
         match self {
-            Entry::Frame {
-                header_len,
-                payload,
-                ..
-            } => *header_len as usize + payload.len(),
+            Entry::Frame(t) => t.len(),
             Entry::Copied(b) => b.len(),
         }
     }
@@ -57,7 +48,7 @@ impl Entry {
 /// Encoded frames waiting to be written, oldest first.
 #[derive(Default)]
 pub(crate) struct SendQueue {
-    entries: VecDeque<Entry>,
+    entries: Deque<Entry>,
     /// Bytes of the front entry already written.
     front_written: usize,
     /// Bytes queued and not yet written.
@@ -83,27 +74,17 @@ impl SendQueue {
 
     /// Frees the entries' storage when nothing is queued (an idle connection keeps none).
     pub(crate) fn release_idle(&mut self) {
-        if self.entries.is_empty() && self.entries.capacity() > 0 {
-            self.entries = VecDeque::new();
-        }
+        self.entries.shrink_idle(0);
     }
 
-    /// Queues one frame: `header` (at most [`MAX_HEADER`] bytes) then `payload`.
-    pub(crate) fn push_frame(&mut self, header: &[u8], payload: Bytes) {
-        debug_assert!(header.len() <= MAX_HEADER);
-        let total = header.len() + payload.len();
-        self.len += total;
-        if payload.len() <= COALESCE_PAYLOAD_MAX {
-            self.copy_in(header, &payload);
+    /// Queues one frame.
+    pub(crate) fn push(&mut self, frame: Transmit) {
+        self.len += frame.len();
+        if frame.payload().len() <= COALESCE_PAYLOAD_MAX {
+            self.copy_in(frame.header(), frame.payload());
             return;
         }
-        let mut h = [0u8; MAX_HEADER];
-        h[..header.len()].copy_from_slice(header);
-        self.entries.push_back(Entry::Frame {
-            header: h,
-            header_len: header.len() as u8,
-            payload,
-        });
+        self.entries.push_back(Entry::Frame(frame));
     }
 
     fn copy_in(&mut self, a: &[u8], b: &[u8]) {
@@ -125,13 +106,9 @@ impl SendQueue {
     fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         let mut skip = self.front_written;
-        for entry in &self.entries {
+        for entry in self.entries.iter() {
             let (first, second): (&[u8], &[u8]) = match entry {
-                Entry::Frame {
-                    header,
-                    header_len,
-                    payload,
-                } => (&header[..*header_len as usize], payload),
+                Entry::Frame(t) => (t.header(), t.payload()),
                 Entry::Copied(b) => (b, &[]),
             };
             for part in [first, second] {
@@ -166,12 +143,8 @@ impl SendQueue {
             self.front_written = 0;
             self.entries.pop_front();
         }
-        if self.entries.is_empty() {
-            // Keep a small idle footprint: a long queue's ring buffer is released.
-            if self.entries.capacity() > 16 {
-                self.entries = VecDeque::new();
-            }
-        }
+        // Keep a small idle footprint: a long queue's ring buffer is released.
+        self.entries.shrink_idle(16);
     }
 
     /// Writes queued bytes until the queue is empty or the writer is not ready.
@@ -182,21 +155,40 @@ impl SendQueue {
         mut io: Pin<&mut W>,
     ) -> Poll<io::Result<()>> {
         while !self.is_empty() {
-            let n = if io.is_write_vectored() {
-                let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
-                let count = self.io_slices(&mut slices);
-                std::task::ready!(io.as_mut().poll_write_vectored(cx, &slices[..count]))?
+            let n = if !io.is_write_vectored() {
+                self.poll_write_some::<1, W>(cx, io.as_mut(), false)
+            } else if self.entries.len() == 1 {
+                // The common case, one frame: no need to set up a full iovec array.
+                self.poll_write_some::<2, W>(cx, io.as_mut(), true)
             } else {
-                let mut slices = [IoSlice::new(&[]); 1];
-                self.io_slices(&mut slices);
-                std::task::ready!(io.as_mut().poll_write(cx, &slices[0]))?
+                self.poll_write_some::<MAX_IOVECS, W>(cx, io.as_mut(), true)
             };
+            let n = std::task::ready!(n)?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             self.advance(n);
         }
         Poll::Ready(Ok(()))
+    }
+}
+
+impl SendQueue {
+    /// One write of up to `N` slices of what is queued (`vectored`: through
+    /// `poll_write_vectored`, else `poll_write` of the first slice).
+    fn poll_write_some<const N: usize, W: AsyncWrite + ?Sized>(
+        &self,
+        cx: &mut Context<'_>,
+        io: Pin<&mut W>,
+        vectored: bool,
+    ) -> Poll<io::Result<usize>> {
+        let mut slices = [IoSlice::new(&[]); N];
+        let count = self.io_slices(&mut slices);
+        if vectored {
+            io.poll_write_vectored(cx, &slices[..count])
+        } else {
+            io.poll_write(cx, &slices[0])
+        }
     }
 }
 
@@ -258,6 +250,16 @@ mod tests {
         }
     }
 
+    use bytes::Bytes;
+
+    /// Queues `header` then `payload` as one frame (as the connection's prepared frames
+    /// are: the whole encoding as payload).
+    fn push_frame(q: &mut SendQueue, header: &[u8], payload: Bytes) {
+        let mut frame = header.to_vec();
+        frame.extend_from_slice(&payload);
+        q.push(Transmit::raw(Bytes::from(frame)));
+    }
+
     fn drain(q: &mut SendQueue, limit: usize) -> (Vec<u8>, usize) {
         let mut w = Trickle {
             out: Vec::new(),
@@ -281,9 +283,9 @@ mod tests {
             let payload: Vec<u8> = (0..size).map(|b| (b * 7 + i) as u8).collect();
             expect.extend_from_slice(&header);
             expect.extend_from_slice(&payload);
-            q.push_frame(&header, Bytes::from(payload));
+            push_frame(&mut q, &header, Bytes::from(payload));
         }
-        q.push_frame(&[], Bytes::from_static(b"tail"));
+        push_frame(&mut q, &[], Bytes::from_static(b"tail"));
         expect.extend_from_slice(b"tail");
         (q, expect)
     }
@@ -303,7 +305,7 @@ mod tests {
     fn small_frames_share_one_write_call() {
         let mut q = SendQueue::default();
         for _ in 0..100 {
-            q.push_frame(&[0x82, 4], Bytes::from_static(b"ping"));
+            push_frame(&mut q, &[0x82, 4], Bytes::from_static(b"ping"));
         }
         let (out, calls) = drain(&mut q, usize::MAX);
         assert_eq!(out.len(), 600);
@@ -317,7 +319,7 @@ mod tests {
             q.has_room(1 << 30, 1024),
             "an empty queue takes any one message"
         );
-        q.push_frame(&[0x82, 126, 3, 232], Bytes::from(vec![0; 1000]));
+        push_frame(&mut q, &[0x82, 126, 3, 232], Bytes::from(vec![0; 1000]));
         assert!(q.has_room(20, 1024));
         assert!(!q.has_room(21, 1024));
     }
