@@ -5,8 +5,8 @@
 #   bash benches/run.sh quick      a reduced matrix (about 4 minutes)
 #
 # It builds benches/load (its own workspace: the load tool and one echo server per
-# library) in release mode once, then for every server variant starts the server pinned to
-# core 0 and runs the load tool pinned to core 1 over the cells of the matrix, writes the
+# library) in release mode once, then for every cell of the matrix runs every server variant
+# in turn (started fresh, pinned to core 0) under the load tool (pinned to core 1), writes the
 # raw rows to benches/results/{echo,idle}.csv and benches/results/meta.json, and runs
 # benches/plot.py, which regenerates the "Loopback echo" and "Idle memory" sections of
 # benches/RESULTS.md and the SVG charts next to it.
@@ -127,12 +127,15 @@ start_server() {
 
 failures=0
 start=$SECONDS
-for s in "${selected[@]}"; do
-    IFS='|' read -r label binary sargs largs which <<<"$s"
-    start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
-    for c in "${CELLS[@]}"; do
+# Cell by cell, every server in turn (each started fresh for its cell): the machine's load
+# drifts over a run, and interleaving makes every server of a cell meet the same drift, so
+# the ratios within a cell hold even when absolute figures move between cells.
+for c in "${CELLS[@]}"; do
+    IFS='|' read -r payload size conns inflight <<<"$c"
+    for s in "${selected[@]}"; do
+        IFS='|' read -r label binary sargs largs which <<<"$s"
         [[ "$which" == core && "$CORE_CELLS" != *" $c "* ]] && continue
-        IFS='|' read -r payload size conns inflight <<<"$c"
+        start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
         # shellcheck disable=SC2086 # largs is a list.
         if ! timeout --kill-after=5 $((${WARMUP%.*} + ${MEASURE%.*} + 90)) \
             taskset -c 1 "$bin/load" --port "$port" --server-pid "$server_pid" --label "$label" \
@@ -141,10 +144,10 @@ for s in "${selected[@]}"; do
             echo "FAILED: $label $payload $size x$conns n=$inflight" | tee -a "$log" >&2
             failures=$((failures + 1))
         fi
-        # Let the server finish with the reset connections before the next cell.
+        stop_server
+        # Let the kernel finish with the reset connections before the next server.
         sleep 0.3
     done
-    stop_server
 done
 
 if ((IDLE_CONNS > 0)); then
