@@ -227,5 +227,9 @@ async fn close_handshake_gives_up_on_a_peer_that_keeps_sending_data() {
     let start = Instant::now();
     let r = bounded(ws.close(1000, "")).await;
     assert!(matches!(r, Err(Error::Timeout(Timeout::Close))), "{r:?}");
-    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
 }

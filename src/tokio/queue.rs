@@ -96,7 +96,10 @@ impl SendQueue {
             chunk.extend_from_slice(b);
             return;
         }
-        let mut chunk = BytesMut::with_capacity(n.max(256));
+        // A buffer from the thread's stock when there is one (the chunk goes back to it
+        // once written), so small messages one at a time allocate nothing.
+        let mut chunk = super::pool::take();
+        chunk.reserve(n.max(256));
         chunk.extend_from_slice(a);
         chunk.extend_from_slice(b);
         self.entries.push_back(Entry::Copied(chunk));
@@ -141,7 +144,10 @@ impl SendQueue {
             }
             n -= left;
             self.front_written = 0;
-            self.entries.pop_front();
+            if let Some(Entry::Copied(mut chunk)) = self.entries.pop_front() {
+                chunk.clear();
+                super::pool::give(chunk, 0);
+            }
         }
         // Keep a small idle footprint: a long queue's ring buffer is released.
         self.entries.shrink_idle(16);
