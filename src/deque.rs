@@ -53,11 +53,13 @@ impl<T> Deque<T> {
     }
 
     /// The front element.
+    #[cfg(any(feature = "tokio", test))]
     pub(crate) fn front(&self) -> Option<&T> {
         self.head.as_ref().or_else(|| self.rest.front())
     }
 
     /// The back element, mutably.
+    #[cfg(any(feature = "tokio", test))]
     pub(crate) fn back_mut(&mut self) -> Option<&mut T> {
         match self.rest.back_mut() {
             Some(back) => Some(back),
@@ -66,6 +68,7 @@ impl<T> Deque<T> {
     }
 
     /// The elements, front to back.
+    #[cfg(any(feature = "tokio", test))]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.head.iter().chain(self.rest.iter())
     }
