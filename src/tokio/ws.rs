@@ -26,7 +26,9 @@ use super::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 ///
 /// [`recv`](Self::recv) (or the [`Stream`] impl) yields whole messages as [`Message`]s. A
 /// message that arrived as one frame is handed over without a copy: its payload is split
-/// off the receive buffer. Pings are answered and the peer's close is echoed while you
+/// off the receive buffer, and shares that buffer's allocation (a few KiB) until it is
+/// dropped. To keep many small messages for a long time, keep copies
+/// (`Bytes::copy_from_slice`) so that each holds only its own bytes. Pings are answered and the peer's close is echoed while you
 /// receive, whether or not you ever send. After the close handshake `recv` returns
 /// `Ok(None)`; after an error it returns the error once and `Ok(None)` from then on.
 ///
