@@ -395,7 +395,7 @@ impl Engine {
         let want = self.read_size;
         let buf = self.conn.recv_buffer();
         if buf.capacity() == 0 {
-            *buf = pool::take();
+            *buf = pool::take(want);
         }
         if buf.capacity() - buf.len() < want / 2 {
             buf.reserve(want);

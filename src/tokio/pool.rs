@@ -26,13 +26,20 @@ thread_local! {
     static STOCK: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An empty buffer from the stock, or a new empty one (which allocates on first use).
-pub(crate) fn take() -> BytesMut {
+/// An empty buffer of at least `min` bytes: the last one given back if it is large
+/// enough, else a new one.
+pub(crate) fn take(min: usize) -> BytesMut {
     STOCK
-        .try_with(|s| s.borrow_mut().pop())
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            match s.last() {
+                Some(b) if b.capacity() >= min => s.pop(),
+                _ => None,
+            }
+        })
         .ok()
         .flatten()
-        .unwrap_or_default()
+        .unwrap_or_else(|| BytesMut::with_capacity(min))
 }
 
 /// Keeps `buf` for reuse if it is empty, owned by nobody else (a message split off it may
@@ -68,7 +75,7 @@ mod tests {
         buf.extend_from_slice(b"hello");
         buf.clear();
         give(buf, 4096);
-        let again = take();
+        let again = take(4096);
         assert_eq!(again.as_ptr(), ptr);
         assert!(again.capacity() >= 4096);
     }
@@ -93,8 +100,17 @@ mod tests {
         drop(message);
         give(buf, 4096);
         assert_eq!(stock_len(), before + 1);
-        let again = take();
+        let again = take(1024);
         assert!(again.is_empty() && again.capacity() >= 4096);
+    }
+
+    #[test]
+    fn a_buffer_too_small_for_the_request_stays_in_the_stock() {
+        give(BytesMut::with_capacity(1024), 1024);
+        let before = stock_len();
+        let big = take(8192);
+        assert!(big.capacity() >= 8192);
+        assert_eq!(stock_len(), before, "the small buffer is still there");
     }
 
     #[test]

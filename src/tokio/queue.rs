@@ -23,6 +23,10 @@ use crate::deque::Deque;
 /// rather than queued as their own iovecs.
 const COALESCE_PAYLOAD_MAX: usize = 512;
 
+/// A new coalesce chunk holds at least this much: the default read size, so that chunks
+/// and receive buffers in the thread's stock serve each other.
+const CHUNK_MIN: usize = 4096;
+
 /// A coalesce chunk stops growing past this size, so one chunk never pins much memory.
 const COALESCE_CHUNK_MAX: usize = 16 * 1024;
 
@@ -98,8 +102,7 @@ impl SendQueue {
         }
         // A buffer from the thread's stock when there is one (the chunk goes back to it
         // once written), so small messages one at a time allocate nothing.
-        let mut chunk = super::pool::take();
-        chunk.reserve(n.max(256));
+        let mut chunk = super::pool::take(n.max(CHUNK_MIN));
         chunk.extend_from_slice(a);
         chunk.extend_from_slice(b);
         self.entries.push_back(Entry::Copied(chunk));
