@@ -248,8 +248,18 @@ impl Validator {
     }
 }
 
+/// Bytes [`unmask_validate`] unmasks before it validates them: small enough that they are
+/// still in L1 when the validator reads them back.
+const UNMASK_CHUNK: usize = 8 << 10;
+
 /// Unmasks `buf` in place with `key` (advanced as in [`crate::mask::apply`]) and feeds the
-/// result to `validator`, in one pass over the bytes where the backend allows.
+/// result to `validator`.
+///
+/// It runs as two passes over L1-sized chunks: [`crate::mask::apply`], then
+/// [`Validator::feed`]. A kernel that validated the unmasked vectors in registers
+/// touched each byte once but measured slower than the two passes at every size (it
+/// needs the shuffles for the bytes before each vector that the validator instead loads
+/// from memory; see `benches/RESULTS.md`, Kernels).
 ///
 /// The whole of `buf` is unmasked and `key` advanced by `buf.len()` even when an error is
 /// returned.
@@ -259,11 +269,11 @@ pub fn unmask_validate(
     key: &mut [u8; 4],
     validator: &mut Validator,
 ) -> Result<(), Utf8Error> {
-    if buf.len() < SMALL {
+    if buf.len() <= UNMASK_CHUNK {
         crate::mask::apply(buf, key);
         return validator.feed(buf);
     }
-    unmask_validate_backend(Backend::best(), buf, key, validator)
+    in_chunks(buf, key, validator, crate::mask::apply, Validator::feed)
 }
 
 /// [`unmask_validate`] with a chosen backend; `None` when the CPU or build lacks it.
@@ -276,44 +286,32 @@ pub fn unmask_validate_with(
     if !backend.is_available() {
         return None;
     }
-    Some(unmask_validate_backend(backend, buf, key, validator))
+    Some(in_chunks(
+        buf,
+        key,
+        validator,
+        |c, k| {
+            crate::mask::apply_with(backend, c, k);
+        },
+        |v, c| v.feed_backend(backend, c),
+    ))
 }
 
-#[inline(never)]
-fn unmask_validate_backend(
-    backend: Backend,
+/// Unmasks and validates `buf` one chunk at a time; after an error the rest is only
+/// unmasked.
+fn in_chunks(
     buf: &mut [u8],
     key: &mut [u8; 4],
     v: &mut Validator,
+    mut mask: impl FnMut(&mut [u8], &mut [u8; 4]),
+    mut feed: impl FnMut(&mut Validator, &[u8]) -> Result<(), Utf8Error>,
 ) -> Result<(), Utf8Error> {
-    let k = *key;
-    *key = scalar::rotated(*key, buf.len());
-    // The bytes that finish a carried code point.
-    let need = v.needed().min(buf.len());
-    let (head, rest) = buf.split_at_mut(need);
-    scalar::mask(head, k);
-    let k = scalar::rotated(k, need);
-    if let Err(e) = v.complete_partial(head) {
-        scalar::mask(rest, k);
-        return Err(e);
+    let mut result = Ok(());
+    for chunk in buf.chunks_mut(UNMASK_CHUNK) {
+        mask(chunk, key);
+        if result.is_ok() {
+            result = feed(v, chunk);
+        }
     }
-    if v.partial_len != 0 {
-        return Ok(());
-    }
-    // Find an open sequence at the end from the unmasked values of the last bytes.
-    let cut = scalar::incomplete_tail_start(rest.len(), |i| rest[i] ^ k[i & 3]);
-    let (body, tail) = rest.split_at_mut(cut);
-    let ok = if body.len() < SMALL {
-        scalar::mask(body, k);
-        core::str::from_utf8(body).is_ok()
-    } else {
-        // SAFETY: the caller checked that `backend` is available.
-        unsafe { dispatch::unmask_validate(backend, body, k) }
-    };
-    scalar::mask(tail, scalar::rotated(k, cut));
-    if !ok {
-        return v.settle(rest);
-    }
-    v.consumed += cut;
-    v.settle(tail)
+    result
 }
