@@ -319,7 +319,6 @@ unsafe fn load64<V: Vector>(p: *const u8) -> [V; 4] {
 /// Bytes per step of the main validation loop: one ASCII test per step. (128 measured
 /// slower on mixed text with AVX2, 256 slower still.)
 const STEP: usize = 64;
-const BLIND: usize = 3;
 
 /// Loads the `STEP / LANES` vectors starting at `p` (the rest of the array is unused).
 /// # Safety
@@ -447,15 +446,6 @@ impl<V: Vector> Utf8<V> {
                         *err = err.or(self.check_at(p.add(i + j * V::LANES), *x));
                     }
                     i += STEP;
-                    let mut k = 0;
-                    while k < BLIND && i + STEP <= end {
-                        let v = load_step::<V>(p.add(i));
-                        for (j, x) in v.iter().enumerate().take(STEP / V::LANES) {
-                            *err = err.or(self.check_at(p.add(i + j * V::LANES), *x));
-                        }
-                        i += STEP;
-                        k += 1;
-                    }
                 }
             }
             i
