@@ -248,18 +248,16 @@ impl Validator {
     }
 }
 
-/// Bytes [`unmask_validate`] unmasks before it validates them: small enough that they are
-/// still in L1 when the validator reads them back.
-const UNMASK_CHUNK: usize = 8 << 10;
-
 /// Unmasks `buf` in place with `key` (advanced as in [`crate::mask::apply`]) and feeds the
 /// result to `validator`.
 ///
-/// It runs as two passes over L1-sized chunks: [`crate::mask::apply`], then
-/// [`Validator::feed`]. A kernel that validated the unmasked vectors in registers
-/// touched each byte once but measured slower than the two passes at every size (it
-/// needs the shuffles for the bytes before each vector that the validator instead loads
-/// from memory; see `benches/RESULTS.md`, Kernels).
+/// This is [`crate::mask::apply`] followed by [`Validator::feed`], two passes over
+/// `buf`. Both single-pass alternatives measured slower (`benches/kernels_min.rs`,
+/// `unmask_validate` points; see `benches/RESULTS.md`, Kernels): a kernel that validated
+/// the unmasked vectors in registers needs the shuffles for the bytes before each vector
+/// that the validator instead loads from memory, and alternating the two passes over
+/// L1-sized chunks lost 5% at 256 KiB and 10-25% at 1 MiB to the passes over the whole
+/// buffer.
 ///
 /// The whole of `buf` is unmasked and `key` advanced by `buf.len()` even when an error is
 /// returned.
@@ -269,11 +267,8 @@ pub fn unmask_validate(
     key: &mut [u8; 4],
     validator: &mut Validator,
 ) -> Result<(), Utf8Error> {
-    if buf.len() <= UNMASK_CHUNK {
-        crate::mask::apply(buf, key);
-        return validator.feed(buf);
-    }
-    in_chunks(buf, key, validator, crate::mask::apply, Validator::feed)
+    crate::mask::apply(buf, key);
+    validator.feed(buf)
 }
 
 /// [`unmask_validate`] with a chosen backend; `None` when the CPU or build lacks it.
@@ -283,35 +278,6 @@ pub fn unmask_validate_with(
     key: &mut [u8; 4],
     validator: &mut Validator,
 ) -> Option<Result<(), Utf8Error>> {
-    if !backend.is_available() {
-        return None;
-    }
-    Some(in_chunks(
-        buf,
-        key,
-        validator,
-        |c, k| {
-            crate::mask::apply_with(backend, c, k);
-        },
-        |v, c| v.feed_backend(backend, c),
-    ))
-}
-
-/// Unmasks and validates `buf` one chunk at a time; after an error the rest is only
-/// unmasked.
-fn in_chunks(
-    buf: &mut [u8],
-    key: &mut [u8; 4],
-    v: &mut Validator,
-    mut mask: impl FnMut(&mut [u8], &mut [u8; 4]),
-    mut feed: impl FnMut(&mut Validator, &[u8]) -> Result<(), Utf8Error>,
-) -> Result<(), Utf8Error> {
-    let mut result = Ok(());
-    for chunk in buf.chunks_mut(UNMASK_CHUNK) {
-        mask(chunk, key);
-        if result.is_ok() {
-            result = feed(v, chunk);
-        }
-    }
-    result
+    crate::mask::apply_with(backend, buf, key)?;
+    validator.feed_with(backend, buf)
 }

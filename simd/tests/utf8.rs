@@ -433,15 +433,15 @@ fn unavailable_backends_return_none() {
     }
 }
 
-/// The fused entry unmasks and validates long payloads in chunks of a few KiB: a code
-/// point split by a chunk boundary is valid, and an error next to one is found (and
-/// located) as by std, with the whole payload unmasked either way.
+/// Long payloads through the fused entry and the streaming validator, cut at and near
+/// 8 KiB multiples: a code point split by a cut is valid, and an error next to one is
+/// found (and located) as by std, with the whole payload unmasked either way.
 #[test]
 #[cfg_attr(miri, ignore = "safe code over 24 KiB inputs; too slow under Miri")]
-fn fused_unmask_validate_matches_std_around_its_chunk_boundaries() {
+fn long_payloads_match_std_around_cuts() {
     let text = mixed_text(3 * 8192 + 77, 41);
     check_stream(&text, &[]);
-    check_stream(&text, &[8190]);
+    check_stream(&text, &[8190, 16385]);
     let bad: &[&[u8]] = &[b"\xC3", b"\xF0\x9F\x98", b"\x80", b"\xED\xA0\x80"];
     for boundary in [8192, 16384] {
         for at in boundary - 4..boundary + 4 {
@@ -449,6 +449,7 @@ fn fused_unmask_validate_matches_std_around_its_chunk_boundaries() {
                 let mut b = text.clone();
                 b[at..at + seq.len()].copy_from_slice(seq);
                 check_stream(&b, &[]);
+                check_stream(&b, &[boundary]);
             }
         }
     }
