@@ -1,4 +1,4 @@
-//! Kernel benchmarks: masking, UTF-8 (one-shot, fused unmask+validate) and frame scanning,
+//! Kernel benchmarks: masking, UTF-8 (one-shot, unmask+validate) and frame scanning,
 //! per backend and auto-dispatch, against peers in the same run.
 //!
 //! Full run: `cargo bench --bench kernels`. Filter with a regex, e.g.
@@ -152,7 +152,8 @@ fn bench_utf8(c: &mut Criterion) {
     }
 }
 
-/// Fused unmask+validate against unmasking then validating (two passes).
+/// `utf8::unmask_validate` (since `kernels2` the two passes themselves) against unmasking
+/// then validating written out, and against fastwebsockets then simdutf8.
 fn bench_fused(c: &mut Criterion) {
     let text = mixed_corpus(1 << 20);
     for n in [125usize, 1 << 10, 16 << 10, 256 << 10] {

@@ -52,17 +52,6 @@ pub(crate) unsafe fn validate(backend: Backend, buf: &[u8]) -> bool {
     dispatch!(backend, validate(buf), core::str::from_utf8(buf).is_ok())
 }
 
-/// Unmasks `buf` (key phase 0) and reports whether it is complete, valid UTF-8.
-/// # Safety
-/// `backend` must be available.
-#[inline]
-pub(crate) unsafe fn unmask_validate(backend: Backend, buf: &mut [u8], key: [u8; 4]) -> bool {
-    dispatch!(backend, unmask_validate(buf, key), {
-        scalar::mask(buf, key);
-        core::str::from_utf8(buf).is_ok()
-    })
-}
-
 /// A kernel chosen once and then called through a cached pointer: one relaxed atomic load
 /// and one indirect call, instead of re-reading the cached backend and matching on it.
 ///

@@ -264,30 +264,6 @@ impl<V: Vector> Utf8<V> {
         }
     }
 
-    /// Checks the vector at `p`, reading the bytes before each position from memory
-    /// (`p - 1`, `p - 2`, `p - 3`) instead of shuffling them out of the previous vector:
-    /// three loads in place of four shuffles, which compete with the table lookups for
-    /// the shuffle unit. Does not use or update `prev`.
-    ///
-    /// Checking bytes again is harmless (the error bits are a function of the bytes and
-    /// the three before them), so a last vector may overlap ones checked before.
-    /// # Safety
-    /// The ISA of `V` must be available; `p - 3 .. p + LANES` must be readable.
-    #[inline(always)]
-    unsafe fn at(&mut self, p: *const u8, input: V) {
-        // SAFETY: the caller guarantees the ISA and the readable range.
-        unsafe {
-            let e = self.errors(
-                input,
-                V::load(p.sub(1)),
-                V::load(p.sub(2)),
-                V::load(p.sub(3)),
-            );
-            self.error = self.error.or(e);
-            self.incomplete = input.sat_sub(self.max);
-        }
-    }
-
     /// Checks `64 / LANES` vectors at `p` with one ASCII test for all of them.
     /// # Safety
     /// The ISA of `V` must be available; `p..p+64` readable.
@@ -340,103 +316,255 @@ unsafe fn load64<V: Vector>(p: *const u8) -> [V; 4] {
     }
 }
 
-/// Whether the 128 bytes at `p` are all ASCII.
+/// Bytes per step of the main validation loop: one ASCII test per step. (128 measured
+/// slower on mixed text with AVX2, 256 slower still.)
+const STEP: usize = 64;
+
+/// Loads the `STEP / LANES` vectors starting at `p` (the rest of the array is unused).
 /// # Safety
-/// The ISA of `V` must be available; `p..p+128` readable.
+/// The ISA of `V` must be available; `p..p+STEP` readable.
 #[inline(always)]
-unsafe fn ascii128<V: Vector>(p: *const u8) -> bool {
-    // SAFETY: the caller guarantees the ISA and 128 readable bytes.
+unsafe fn load_step<V: Vector>(p: *const u8) -> [V; 4] {
+    // SAFETY: the caller guarantees the ISA and STEP readable bytes; `j * LANES < STEP`.
     unsafe {
-        let a = load64::<V>(p);
-        let b = load64::<V>(p.add(64));
-        let mut all = a[0].or(b[0]);
-        for j in 1..64 / V::LANES {
-            all = all.or(a[j]).or(b[j]);
+        let mut v = [V::splat(0); 4];
+        for (j, x) in v.iter_mut().enumerate().take(STEP / V::LANES) {
+            *x = V::load(p.add(j * V::LANES));
+        }
+        v
+    }
+}
+
+/// The OR of the `STEP / LANES` vectors of a step: ASCII if and only if the step is.
+/// # Safety
+/// The ISA of `V` must be available.
+#[inline(always)]
+unsafe fn or_step<V: Vector>(v: &[V; 4]) -> V {
+    // SAFETY: the caller guarantees the ISA.
+    unsafe {
+        let mut all = v[0];
+        for x in &v[1..STEP / V::LANES] {
+            all = all.or(*x);
+        }
+        all
+    }
+}
+
+/// Whether the `B` bytes at `p` are all ASCII (`B` a multiple of `LANES`).
+/// # Safety
+/// The ISA of `V` must be available; `p..p+B` readable.
+#[inline(always)]
+unsafe fn ascii_at<V: Vector, const B: usize>(p: *const u8) -> bool {
+    // SAFETY: the caller guarantees the ISA and B readable bytes.
+    unsafe {
+        let mut all = V::load(p);
+        let mut j = V::LANES;
+        while j < B {
+            all = all.or(V::load(p.add(j)));
+            j += V::LANES;
         }
         all.is_ascii()
     }
 }
 
+impl<V: Vector> Utf8<V> {
+    /// The error bits of the windows ending in the vector `input` at `p`, reading the
+    /// bytes before each position from memory (`p - 1`, `p - 2`, `p - 3`) instead of
+    /// shuffling them out of the previous vector: three loads in place of four shuffles,
+    /// which compete with the table lookups for the shuffle ports.
+    ///
+    /// Checking a byte twice is harmless (its error bits depend only on it and the three
+    /// bytes before it), so a last vector may overlap ones checked before.
+    /// # Safety
+    /// The ISA of `V` must be available; `p - 3 .. p + LANES` must be readable.
+    #[inline(always)]
+    unsafe fn check_at(&self, p: *const u8, input: V) -> V {
+        // SAFETY: the caller guarantees the ISA and the readable range.
+        unsafe {
+            self.errors(
+                input,
+                V::load(p.sub(1)),
+                V::load(p.sub(2)),
+                V::load(p.sub(3)),
+            )
+        }
+    }
+
+    /// Non-zero when a sequence is left open just before `p`: a lead byte in the last
+    /// three positions before `p` that needs more bytes than remain before `p`. An ASCII
+    /// stretch from `p` on is valid exactly when this is zero.
+    /// # Safety
+    /// The ISA of `V` must be available; `p - LANES .. p` must be readable.
+    #[inline(always)]
+    unsafe fn open_before(&self, p: *const u8) -> V {
+        // SAFETY: the caller guarantees the ISA and the readable range.
+        unsafe { V::load(p.sub(V::LANES)).sat_sub(self.max) }
+    }
+
+    /// The error bits of the first vector of a string (nothing before it).
+    /// # Safety
+    /// The ISA of `V` must be available; `p..p+LANES` must be readable.
+    #[inline(always)]
+    unsafe fn check_first(&self, p: *const u8) -> V {
+        // SAFETY: the caller guarantees the ISA and the readable range.
+        unsafe {
+            let v = V::load(p);
+            if v.is_ascii() {
+                return V::splat(0);
+            }
+            let zero = V::splat(0);
+            self.errors(v, v.prev1(zero), v.prev2(zero), v.prev3(zero))
+        }
+    }
+
+    /// Checks `[i, end)` of the string at `p`, `STEP` bytes at a time with one ASCII test
+    /// per step, while a whole step fits; returns where it stopped (`end - i < STEP`).
+    /// The error bits are OR-ed into `err`.
+    ///
+    /// An ASCII step is valid when no sequence is left open before it
+    /// ([`Utf8::open_before`]); a run of ASCII steps after it is skipped in a loop with
+    /// nothing else in it.
+    /// # Safety
+    /// The ISA of `V` must be available; `i >= LANES`; `p + i - LANES .. p + end` must be
+    /// readable.
+    #[inline(always)]
+    unsafe fn body(&self, p: *const u8, mut i: usize, end: usize, err: &mut V) -> usize {
+        // SAFETY: the caller guarantees the ISA; every load lies in `p + i - LANES ..
+        // p + i + STEP` with `i >= LANES` and `i + STEP <= end`.
+        unsafe {
+            while i + STEP <= end {
+                let v = load_step::<V>(p.add(i));
+                if or_step(&v).is_ascii() {
+                    *err = err.or(self.open_before(p.add(i)));
+                    i += STEP;
+                    // A run of ASCII: 128 bytes per test, nothing else in the loop.
+                    while i + 128 <= end && ascii_at::<V, 128>(p.add(i)) {
+                        i += 128;
+                    }
+                } else {
+                    for (j, x) in v.iter().enumerate().take(STEP / V::LANES) {
+                        *err = err.or(self.check_at(p.add(i + j * V::LANES), *x));
+                    }
+                    i += STEP;
+                }
+            }
+            i
+        }
+    }
+
+    /// Checks `[i, n)`, the last bytes of the string at `p` (fewer than `STEP`, possibly
+    /// none), and whether a sequence is left open at the end. The last vector ends at
+    /// the last byte, overlapping bytes checked before, instead of a copy into a
+    /// zero-padded buffer. One ASCII test for the whole tail.
+    /// # Safety
+    /// The ISA of `V` must be available; `LANES <= i <= n`, `n >= LANES + 3`; `p..p+n`
+    /// must be readable.
+    #[inline(always)]
+    unsafe fn tail(&self, p: *const u8, i: usize, n: usize, err: &mut V) {
+        // SAFETY: the caller guarantees the ISA; vectors start at `i` or below `n -
+        // LANES`, and at or after `n - LANES >= 3`, so they and their 3 preceding bytes
+        // lie in `p..p+n`; `open_before` reads `p + i - LANES .. p + i` with `i >= LANES`.
+        unsafe {
+            let last = n - V::LANES;
+            if i < n {
+                let mut all = V::load(p.add(last));
+                let mut j = i;
+                while j < last {
+                    all = all.or(V::load(p.add(j)));
+                    j += V::LANES;
+                }
+                if all.is_ascii() {
+                    *err = err.or(self.open_before(p.add(i)));
+                } else {
+                    let mut j = i;
+                    while j < last {
+                        *err = err.or(self.check_at(p.add(j), V::load(p.add(j))));
+                        j += V::LANES;
+                    }
+                    *err = err.or(self.check_at(p.add(last), V::load(p.add(last))));
+                }
+            }
+            *err = err.or(self.open_before(p.add(n)));
+        }
+    }
+}
+
 /// Whether `buf` is valid, complete UTF-8.
 ///
-/// The first 64 bytes go through the streaming checker (there are no bytes before them
-/// to load); after that every vector reads its preceding bytes from memory
-/// ([`Utf8::at`]), 64 bytes per step with one ASCII test, and the end is one 64-byte
-/// block ending at the last byte, overlapping bytes already checked, instead of a copy
-/// into a zero-padded buffer. Errors are OR-ed together and tested once, at the end.
+/// The first vector is checked on its own (there are no bytes before it to load); after
+/// it every vector reads its preceding bytes from memory ([`Utf8::check_at`]), `STEP`
+/// bytes per step with one ASCII test ([`Utf8::body`]), and the last bytes end in one
+/// vector ending at the last byte ([`Utf8::tail`]). Errors are OR-ed together and tested
+/// once, at the end. Inputs shorter than `LANES + 3` go through the streaming checker.
 /// # Safety
 /// The ISA of `V` must be available.
 #[inline(always)]
 pub(crate) unsafe fn validate<V: Vector>(buf: &[u8]) -> bool {
     let n = buf.len();
     let p = buf.as_ptr();
-    if n < 64 {
+    if n < V::LANES + 3 {
         // SAFETY: the caller guarantees the ISA.
         return unsafe { validate_stream::<V>(buf) };
     }
-    // SAFETY: the caller guarantees the ISA. Every load stays inside `buf`: blocks start
-    // at `i >= 64` (or at `n - 64 >= 3`), so their preceding 3 bytes are in `buf` too,
-    // and end by `n`; the partial load reads `n - 64 < 3` bytes from 64.
+    if n <= 4 * V::LANES {
+        // SAFETY: the caller guarantees the ISA; `LANES + 3 <= n <= 4 * LANES`.
+        return unsafe { validate_small::<V>(p, n) };
+    }
+    // SAFETY: the caller guarantees the ISA; `n >= LANES + 3` as `check_first`, `body`
+    // (from `LANES`, to `n`) and `tail` need.
     unsafe {
-        let mut u = Utf8::<V>::new();
-        u.block64(load64::<V>(p));
-        let mut i = 64;
-        // Strictly below `n`: the last block is always the one ending at `n`, so lengths
-        // from 68 to 128 share one branch pattern (a length-dependent branch
-        // mispredicts when message lengths vary).
-        while i + 64 < n {
-            if u.block_at(p.add(i)) {
-                i += 64;
-                // Skip ASCII 128 bytes per test, in a loop with nothing else in it.
-                while i + 128 < n && ascii128::<V>(p.add(i)) {
-                    i += 128;
-                }
-            } else {
-                i += 64;
-            }
-        }
-        if i < n {
-            if n >= 64 + 3 {
-                u.block_at(p.add(n - 64));
-            } else {
-                // 1 or 2 bytes after the first block, which left `prev` set.
-                u.block(V::load_partial(p.add(64), n - 64));
-            }
-        }
-        u.finish()
+        let u = Utf8::<V>::new();
+        let mut err = u.check_first(p);
+        let i = u.body(p, V::LANES, n, &mut err);
+        u.tail(p, i, n, &mut err);
+        !err.any()
     }
 }
 
-impl<V: Vector> Utf8<V> {
-    /// Checks the 64 bytes at `p` with one ASCII test, reading the bytes before each
-    /// vector from memory ([`Utf8::at`]). Returns whether they were all ASCII.
-    ///
-    /// The block may overlap bytes checked before; it must still start at or before the
-    /// end of the last block checked, so that an ASCII block closes what that one left
-    /// open.
-    /// # Safety
-    /// The ISA of `V` must be available; `p - 3 .. p + 64` must be readable.
-    #[inline(always)]
-    unsafe fn block_at(&mut self, p: *const u8) -> bool {
-        // SAFETY: the caller guarantees the ISA and the readable range.
-        unsafe {
-            let v = load64::<V>(p);
-            let k = 64 / V::LANES;
-            let mut all = v[0];
-            for x in &v[1..k] {
-                all = all.or(*x);
-            }
-            if all.is_ascii() {
-                // A sequence left open before `p` cannot continue in ASCII.
-                self.error = self.error.or(self.incomplete);
-                self.incomplete = V::splat(0);
+/// Whether the `n` bytes at `p` are valid, complete UTF-8, for `LANES + 3 <= n <= 4 *
+/// LANES`: two vectors (the first and the last) up to `2 * LANES`, else four (the first,
+/// the last, and two between them, the third overlapping the last when `n` is short),
+/// with one ASCII test for all of them and no loop.
+/// # Safety
+/// The ISA of `V` must be available; `LANES + 3 <= n <= 4 * LANES`; `p..p+n` readable.
+#[inline(always)]
+unsafe fn validate_small<V: Vector>(p: *const u8, n: usize) -> bool {
+    let last = n - V::LANES;
+    // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`, and all but
+    // the first start at or after `min(LANES, n - LANES) >= 3`, as `check_at` needs.
+    unsafe {
+        let v0 = V::load(p);
+        if n <= 2 * V::LANES {
+            // Two vectors, the second overlapping the first unless `n == 2 * LANES`.
+            let v1 = V::load(p.add(last));
+            if v0.or(v1).is_ascii() {
                 return true;
             }
-            for (j, x) in v.iter().enumerate().take(k) {
-                self.at(p.add(j * V::LANES), *x);
-            }
-            false
+            let u = Utf8::<V>::new();
+            let zero = V::splat(0);
+            let err = u
+                .errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero))
+                .or(u.check_at(p.add(last), v1))
+                .or(u.open_before(p.add(n)));
+            return !err.any();
         }
+        let o1 = V::LANES;
+        let o2 = (2 * V::LANES).min(last);
+        let v1 = V::load(p.add(o1));
+        let v2 = V::load(p.add(o2));
+        let v3 = V::load(p.add(last));
+        if v0.or(v1).or(v2).or(v3).is_ascii() {
+            return true;
+        }
+        let u = Utf8::<V>::new();
+        let zero = V::splat(0);
+        let err = u
+            .errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero))
+            .or(u.check_at(p.add(o1), v1))
+            .or(u.check_at(p.add(o2), v2))
+            .or(u.check_at(p.add(last), v3))
+            .or(u.open_before(p.add(n)));
+        !err.any()
     }
 }
 
@@ -462,43 +590,6 @@ unsafe fn validate_stream<V: Vector>(buf: &[u8]) -> bool {
         }
         if i < n {
             // The zero padding is ASCII, so it also closes the check of an open sequence.
-            u.block(V::load_partial(p.add(i), n - i));
-        }
-        u.finish()
-    }
-}
-
-/// Unmasks `buf` in place (key phase 0) and returns whether the result is valid,
-/// complete UTF-8, touching each byte once. The whole buffer is unmasked either way.
-/// # Safety
-/// The ISA of `V` must be available.
-#[inline(always)]
-pub(crate) unsafe fn unmask_validate<V: Vector>(buf: &mut [u8], key: [u8; 4]) -> bool {
-    let n = buf.len();
-    let p = buf.as_mut_ptr();
-    // SAFETY: the caller guarantees the ISA; every access stays inside `buf`.
-    unsafe {
-        let k = V::splat_u32(u32::from_ne_bytes(key));
-        let mut u = Utf8::<V>::new();
-        let mut i = 0;
-        while i + 64 <= n {
-            let mut v = load64::<V>(p.add(i));
-            for (j, x) in v.iter_mut().enumerate().take(64 / V::LANES) {
-                *x = x.xor(k);
-                x.store(p.add(i + j * V::LANES));
-            }
-            u.block64(v);
-            i += 64;
-        }
-        while i + V::LANES <= n {
-            let x = V::load(p.add(i)).xor(k);
-            x.store(p.add(i));
-            u.block(x);
-            i += V::LANES;
-        }
-        if i < n {
-            // Full vectors keep the key phase at 0.
-            V::mask_partial(p.add(i), n - i, key, k);
             u.block(V::load_partial(p.add(i), n - i));
         }
         u.finish()

@@ -249,7 +249,15 @@ impl Validator {
 }
 
 /// Unmasks `buf` in place with `key` (advanced as in [`crate::mask::apply`]) and feeds the
-/// result to `validator`, in one pass over the bytes where the backend allows.
+/// result to `validator`.
+///
+/// This is [`crate::mask::apply`] followed by [`Validator::feed`], two passes over
+/// `buf`. Both single-pass alternatives measured slower (`benches/kernels_min.rs`,
+/// `unmask_validate` points; see `benches/RESULTS.md`, Kernels): a kernel that validated
+/// the unmasked vectors in registers needs the shuffles for the bytes before each vector
+/// that the validator instead loads from memory, and alternating the two passes over
+/// L1-sized chunks lost 5% at 256 KiB and 10-25% at 1 MiB to the passes over the whole
+/// buffer.
 ///
 /// The whole of `buf` is unmasked and `key` advanced by `buf.len()` even when an error is
 /// returned.
@@ -259,11 +267,8 @@ pub fn unmask_validate(
     key: &mut [u8; 4],
     validator: &mut Validator,
 ) -> Result<(), Utf8Error> {
-    if buf.len() < SMALL {
-        crate::mask::apply(buf, key);
-        return validator.feed(buf);
-    }
-    unmask_validate_backend(Backend::best(), buf, key, validator)
+    crate::mask::apply(buf, key);
+    validator.feed(buf)
 }
 
 /// [`unmask_validate`] with a chosen backend; `None` when the CPU or build lacks it.
@@ -273,47 +278,6 @@ pub fn unmask_validate_with(
     key: &mut [u8; 4],
     validator: &mut Validator,
 ) -> Option<Result<(), Utf8Error>> {
-    if !backend.is_available() {
-        return None;
-    }
-    Some(unmask_validate_backend(backend, buf, key, validator))
-}
-
-#[inline(never)]
-fn unmask_validate_backend(
-    backend: Backend,
-    buf: &mut [u8],
-    key: &mut [u8; 4],
-    v: &mut Validator,
-) -> Result<(), Utf8Error> {
-    let k = *key;
-    *key = scalar::rotated(*key, buf.len());
-    // The bytes that finish a carried code point.
-    let need = v.needed().min(buf.len());
-    let (head, rest) = buf.split_at_mut(need);
-    scalar::mask(head, k);
-    let k = scalar::rotated(k, need);
-    if let Err(e) = v.complete_partial(head) {
-        scalar::mask(rest, k);
-        return Err(e);
-    }
-    if v.partial_len != 0 {
-        return Ok(());
-    }
-    // Find an open sequence at the end from the unmasked values of the last bytes.
-    let cut = scalar::incomplete_tail_start(rest.len(), |i| rest[i] ^ k[i & 3]);
-    let (body, tail) = rest.split_at_mut(cut);
-    let ok = if body.len() < SMALL {
-        scalar::mask(body, k);
-        core::str::from_utf8(body).is_ok()
-    } else {
-        // SAFETY: the caller checked that `backend` is available.
-        unsafe { dispatch::unmask_validate(backend, body, k) }
-    };
-    scalar::mask(tail, scalar::rotated(k, cut));
-    if !ok {
-        return v.settle(rest);
-    }
-    v.consumed += cut;
-    v.settle(tail)
+    crate::mask::apply_with(backend, buf, key)?;
+    validator.feed_with(backend, buf)
 }

@@ -209,7 +209,9 @@ fn truncated_sequence_is_found_at_every_offset_of_long_inputs() {
     let lens: &[usize] = if cfg!(miri) {
         &[131]
     } else {
-        &[64, 67, 130, 200, 333, 700]
+        // Around the short paths' limits for 16-, 32- and 64-byte vectors (first and last
+        // vector only up to 2 vectors, four vectors up to 4) and the main loop after them.
+        &[35, 48, 64, 67, 97, 128, 129, 130, 200, 256, 257, 333, 700]
     };
     let step = if cfg!(miri) { 5 } else { 1 };
     let cut: &[&[u8]] = &[
@@ -428,5 +430,27 @@ fn unavailable_backends_return_none() {
         assert_eq!(utf8::validate_with(b, b"abc").is_some(), b.is_available());
         let mut v = Validator::new();
         assert_eq!(v.feed_with(b, b"abc").is_some(), b.is_available());
+    }
+}
+
+/// Long payloads through the fused entry and the streaming validator, cut at and near
+/// 8 KiB multiples: a code point split by a cut is valid, and an error next to one is
+/// found (and located) as by std, with the whole payload unmasked either way.
+#[test]
+#[cfg_attr(miri, ignore = "safe code over 24 KiB inputs; too slow under Miri")]
+fn long_payloads_match_std_around_cuts() {
+    let text = mixed_text(3 * 8192 + 77, 41);
+    check_stream(&text, &[]);
+    check_stream(&text, &[8190, 16385]);
+    let bad: &[&[u8]] = &[b"\xC3", b"\xF0\x9F\x98", b"\x80", b"\xED\xA0\x80"];
+    for boundary in [8192, 16384] {
+        for at in boundary - 4..boundary + 4 {
+            for seq in bad {
+                let mut b = text.clone();
+                b[at..at + seq.len()].copy_from_slice(seq);
+                check_stream(&b, &[]);
+                check_stream(&b, &[boundary]);
+            }
+        }
     }
 }

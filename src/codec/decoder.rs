@@ -101,7 +101,7 @@ const BATCH: usize = 32;
 
 /// In a batch, text payloads shorter than this are validated together: the OR of all
 /// their bytes is taken, and only when it has the high bit set (some byte is not ASCII)
-/// is each validated on its own. Longer ones go to the fused SIMD kernel one by one.
+/// is each validated on its own. Longer ones go to `utf8::unmask_validate` one by one.
 const BATCH_ASCII_MAX: usize = 256;
 
 #[derive(Clone, Copy, Debug)]

@@ -122,11 +122,3 @@ pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: NEON is enabled for this function.
     unsafe { generic::validate::<uint8x16_t>(buf) }
 }
-
-/// # Safety
-/// The CPU must support NEON.
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn unmask_validate(buf: &mut [u8], key: [u8; 4]) -> bool {
-    // SAFETY: NEON is enabled for this function.
-    unsafe { generic::unmask_validate::<uint8x16_t>(buf, key) }
-}

@@ -187,11 +187,3 @@ pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: AVX2 is enabled for this function.
     unsafe { generic::validate::<__m256i>(buf) }
 }
-
-/// # Safety
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
-pub(crate) unsafe fn unmask_validate(buf: &mut [u8], key: [u8; 4]) -> bool {
-    // SAFETY: AVX2 is enabled for this function.
-    unsafe { generic::unmask_validate::<__m256i>(buf, key) }
-}

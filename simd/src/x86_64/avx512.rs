@@ -144,11 +144,3 @@ pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: AVX-512F/BW are enabled for this function.
     unsafe { generic::validate::<__m512i>(buf) }
 }
-
-/// # Safety
-/// The CPU must support AVX-512F and AVX-512BW.
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) unsafe fn unmask_validate(buf: &mut [u8], key: [u8; 4]) -> bool {
-    // SAFETY: AVX-512F/BW are enabled for this function.
-    unsafe { generic::unmask_validate::<__m512i>(buf, key) }
-}
