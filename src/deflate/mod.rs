@@ -34,6 +34,7 @@
 
 pub mod negotiate;
 mod pool;
+mod predict;
 pub(crate) mod prepared;
 mod receiver;
 mod sender;
@@ -89,6 +90,27 @@ pub struct DeflateConfig {
     /// never references bytes the peer did not receive compressed. Costs a compression per
     /// such message; off by default.
     pub skip_if_not_smaller: bool,
+    /// Send messages that look incompressible (random, encrypted or already compressed
+    /// data) uncompressed, without running deflate on them. Default on.
+    ///
+    /// The test reads a byte histogram of up to 1 KiB sampled from the message (16 runs of
+    /// 64 bytes spread over a longer one), well under a microsecond, and calls a message
+    /// incompressible only when its sampled bytes are about as evenly spread as random
+    /// ones: then an order-0 coder could save at most about 4 %, and zlib's level 1 makes
+    /// such data about 5 % larger. The decision comes before the compressor sees the
+    /// message, so it needs no compressor reset and keeps context takeover intact (a
+    /// message sent uncompressed never enters the peer's window either).
+    ///
+    /// Random-looking data that repeats (a block sent twice within the 32 KiB window)
+    /// is what a histogram cannot see: after a run of skipped messages (16 at first,
+    /// doubling up to 1,024) one is compressed as a probe; when it shrinks to under 7/8
+    /// of its size, the next 256 messages are compressed without asking the histogram.
+    /// A probe that does not shrink goes uncompressed (the compressor is then reset, as
+    /// with [`skip_if_not_smaller`](Self::skip_if_not_smaller)).
+    ///
+    /// Applies to whole messages ([`PerMessageDeflate::compress`]); a fragmented message
+    /// is compressed or not as a whole when it begins.
+    pub predict_incompressible: bool,
     /// How compressors are held. Default [`CompressorPolicy::Attached`].
     pub policy: CompressorPolicy,
 }
@@ -104,6 +126,7 @@ impl Default for DeflateConfig {
             mem_level: 8,
             min_size: 128,
             skip_if_not_smaller: false,
+            predict_incompressible: true,
             policy: CompressorPolicy::Attached,
         }
     }
@@ -111,7 +134,8 @@ impl Default for DeflateConfig {
 
 impl DeflateConfig {
     /// The default settings: context takeover both ways, 15-bit windows, level 1, memory
-    /// level 8, messages under 128 bytes uncompressed, one compressor per connection.
+    /// level 8, messages under 128 bytes and messages that look incompressible
+    /// uncompressed, one compressor per connection.
     pub fn new() -> Self {
         Self::default()
     }
@@ -161,6 +185,12 @@ impl DeflateConfig {
     /// Sets [`DeflateConfig::skip_if_not_smaller`].
     pub fn skip_if_not_smaller(mut self, on: bool) -> Self {
         self.skip_if_not_smaller = on;
+        self
+    }
+
+    /// Sets [`DeflateConfig::predict_incompressible`].
+    pub fn predict_incompressible(mut self, on: bool) -> Self {
+        self.predict_incompressible = on;
         self
     }
 
@@ -296,9 +326,11 @@ impl PerMessageDeflate {
     /// message should go uncompressed instead (the sender policy); the compressor state is
     /// kept consistent with what the peer will see either way.
     ///
-    /// The policy: `false` when [`should_compress`](Self::should_compress) is false, and,
-    /// with [`DeflateConfig::skip_if_not_smaller`], when the result is not shorter than
-    /// `payload` (the compressor is then reset).
+    /// The policy: `false` when [`should_compress`](Self::should_compress) is false; with
+    /// [`DeflateConfig::predict_incompressible`], when the message looks incompressible
+    /// (decided before compressing; or, for a probe, when it did not shrink, and the
+    /// compressor is then reset); and, with [`DeflateConfig::skip_if_not_smaller`], when
+    /// the result is not shorter than `payload` (the compressor is then reset).
     pub fn compress(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Result<bool, DeflateError> {
         self.sender.compress(payload, out)
     }

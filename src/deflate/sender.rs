@@ -5,6 +5,7 @@ use std::sync::Arc;
 use zlib_rs::{Deflate, DeflateFlush};
 
 use super::pool::{CompressorPool, Key};
+use super::predict::{Predictor, Verdict};
 use super::{CompressorPolicy, DeflateConfig, DeflateError, TRAILER, grow_zeroed};
 
 /// Where the compressor comes from.
@@ -28,6 +29,8 @@ pub(crate) struct Sender {
     reset_each_message: bool,
     min_size: usize,
     skip_if_not_smaller: bool,
+    /// [`DeflateConfig::predict_incompressible`]: the probe schedule, when on.
+    predictor: Option<Predictor>,
     /// `compress_chunk` fed input to zlib since the last flush.
     unflushed: bool,
     /// Hook for prepared messages (`super::prepared`): the uncompressed payload of the last
@@ -84,6 +87,7 @@ impl Sender {
             reset_each_message: no_context_takeover || pooled,
             min_size: config.min_size,
             skip_if_not_smaller: config.skip_if_not_smaller,
+            predictor: config.predict_incompressible.then(Predictor::new),
             unflushed: false,
             prime: None,
         }
@@ -145,6 +149,16 @@ impl Sender {
             out.push(0x00);
             return Ok(true);
         }
+        // Decided before the compressor sees the message: a message sent uncompressed
+        // never enters the peer's window (RFC 7692 6.1 lets any message go uncompressed),
+        // so skipping it here keeps both histories equal with no reset.
+        let verdict = match &mut self.predictor {
+            Some(p) => p.verdict(payload),
+            None => Verdict::Compress,
+        };
+        if verdict == Verdict::Skip {
+            return Ok(false);
+        }
         let result = deflate_into(self.acquire(), payload, DeflateFlush::SyncFlush, out)
             .and_then(|()| strip_trailer(out, start));
         if let Err(e) = result {
@@ -152,7 +166,15 @@ impl Sender {
             self.finish_message(true);
             return Err(e);
         }
-        if self.skip_if_not_smaller && out.len() - start >= payload.len() {
+        let produced = out.len() - start;
+        if verdict == Verdict::Probe
+            && let Some(p) = &mut self.predictor
+        {
+            p.probed(payload.len(), produced);
+        }
+        // A probe that did not shrink the message goes uncompressed too: the prediction
+        // was right, and the wire never carries more than the message itself.
+        if (self.skip_if_not_smaller || verdict == Verdict::Probe) && produced >= payload.len() {
             // The compressor's window now holds `payload`, which the peer will receive
             // uncompressed and not in its inflater's window: reset, so that no later
             // message refers back to it.
