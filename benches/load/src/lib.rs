@@ -96,7 +96,9 @@ impl ServerArgs {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed]");
+    eprintln!(
+        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed]"
+    );
     std::process::exit(2)
 }
 
