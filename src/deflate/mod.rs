@@ -102,12 +102,14 @@ pub struct DeflateConfig {
     /// message, so it needs no compressor reset and keeps context takeover intact (a
     /// message sent uncompressed never enters the peer's window either).
     ///
-    /// Random-looking data that repeats (a block sent twice within the 32 KiB window)
-    /// is what a histogram cannot see: after a run of skipped messages (16 at first,
-    /// doubling up to 1,024) one is compressed as a probe; when it shrinks to under 7/8
-    /// of its size, the next 256 messages are compressed without asking the histogram.
-    /// A probe that does not shrink goes uncompressed (the compressor is then reset, as
-    /// with [`skip_if_not_smaller`](Self::skip_if_not_smaller)).
+    /// Random-looking data that repeats (a random block twice in one message) is what a
+    /// histogram cannot see: after a run of skipped messages (16 at first, doubling up to
+    /// 1,024) one is deflated as a probe on a scratch compressor (one per thread, about
+    /// 371 KiB at the default settings, kept for the thread's life), never on the
+    /// connection's. When it shrinks to under 7/8 of its size, it and the next 256
+    /// messages are compressed as usual; otherwise it goes uncompressed. So probing costs
+    /// no reset and no context, and a connection that only ever sends incompressible data
+    /// never allocates a compressor.
     ///
     /// Applies to whole messages ([`PerMessageDeflate::compress`]); a fragmented message
     /// is compressed or not as a whole when it begins.
@@ -329,9 +331,9 @@ impl PerMessageDeflate {
     ///
     /// The policy: `false` when [`should_compress`](Self::should_compress) is false; with
     /// [`DeflateConfig::predict_incompressible`], when the message looks incompressible
-    /// (decided before compressing; or, for a probe, when it did not shrink, and the
-    /// compressor is then reset); and, with [`DeflateConfig::skip_if_not_smaller`], when
-    /// the result is not shorter than `payload` (the compressor is then reset).
+    /// (decided before our compressor sees it); and, with
+    /// [`DeflateConfig::skip_if_not_smaller`], when the result is not shorter than
+    /// `payload` (the compressor is then reset).
     pub fn compress(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Result<bool, DeflateError> {
         self.sender.compress(payload, out)
     }

@@ -23,12 +23,22 @@
 //! - Below it the bytes are *too* even to be random (a counter, a test pattern): such data
 //!   is usually made of long repeats, which deflate finds, so it is compressed.
 //!
-//! What the histogram cannot see is repetition of random-looking data: a random block
-//! repeated within the message, or resent within the 32 KiB window under context
-//! takeover. The [`Predictor`] therefore probes: after a run of predicted skips it compresses
-//! one such message anyway, and if that one shrinks to under 7/8 of its size it stops
-//! skipping for a while. The probe interval doubles while probes keep confirming the
-//! prediction, up to [`MAX_PROBE_INTERVAL`] messages.
+//! What the histogram cannot see is repetition of random-looking data, such as a random
+//! block repeated within the message. The [`Predictor`] therefore probes: after a run of
+//! predicted skips it deflates one such message with a scratch compressor ([`probe`]: this
+//! thread's, reset before each use, never the connection's), only to measure it. If it
+//! shrinks to under 7/8 of its size, the message and the next [`DISTRUST_FOR`] are
+//! compressed as usual; otherwise it goes uncompressed and the probe interval doubles, up
+//! to [`MAX_PROBE_INTERVAL`] messages. Probing never touches the connection's compressor:
+//! no reset, no lost context, and a connection that only ever sends incompressible data
+//! never allocates one.
+
+use std::cell::RefCell;
+
+use zlib_rs::{Deflate, DeflateFlush};
+
+use super::pool::Key;
+use super::sender::deflate_into;
 
 /// The most bytes sampled from one message.
 pub(super) const SAMPLE: usize = CHUNK * CHUNKS;
@@ -105,13 +115,45 @@ pub(crate) fn looks_incompressible(payload: &[u8]) -> bool {
     c >= expected - sigma4 && c <= expected + (expected / 4.0).max(sigma4)
 }
 
+thread_local! {
+    /// The scratch compressor probes run on: one per thread, created on the first probe
+    /// (about 371 KiB at the default settings) and kept for the thread's life.
+    static SCRATCH: RefCell<Option<(Key, Deflate)>> = const { RefCell::new(None) };
+}
+
+/// The size `payload` deflates to as a whole message against an empty history (with the
+/// `key` settings), measured on this thread's scratch compressor; `scratch` is used as
+/// output room and left as it was. `None` if the compressor failed (the probe then counts
+/// as incompressible).
+pub(super) fn probe(payload: &[u8], key: Key, scratch: &mut Vec<u8>) -> Option<usize> {
+    let start = scratch.len();
+    let size = SCRATCH.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let deflate = match &mut *cell {
+            Some((k, d)) if *k == key => {
+                d.reset();
+                d
+            }
+            slot => &mut slot.insert((key, key.build())).1,
+        };
+        let result = deflate_into(deflate, payload, DeflateFlush::SyncFlush, scratch);
+        if result.is_err() {
+            // Whatever state it is in, it is not used again.
+            *cell = None;
+        }
+        result.ok().map(|()| scratch.len() - start)
+    });
+    scratch.truncate(start);
+    size
+}
+
 /// What the sender should do with a message the histogram calls incompressible.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
     /// Compress it as usual (the histogram found it compressible, or is not trusted now).
     Compress,
-    /// Compress it to test the prediction; report the outcome with
-    /// [`Predictor::probed`].
+    /// Measure it with [`probe`] and report the size to [`Predictor::probed`], which
+    /// says whether to compress it.
     Probe,
     /// Send it uncompressed without compressing it.
     Skip,
@@ -154,14 +196,17 @@ impl Predictor {
         Verdict::Skip
     }
 
-    /// The outcome of a probe: `in_len` bytes compressed to `out_len`.
-    pub(super) fn probed(&mut self, in_len: usize, out_len: usize) {
-        if out_len < in_len - in_len / 8 {
+    /// The outcome of a probe: `in_len` bytes deflate to `out_len` (`None`: the probe
+    /// failed). Returns whether to compress the probed message.
+    pub(super) fn probed(&mut self, in_len: usize, out_len: Option<usize>) -> bool {
+        if out_len.is_some_and(|out| out < in_len - in_len / 8) {
             // Random-looking but repetitive: let the compressor have the next messages.
             self.distrust = DISTRUST_FOR;
             self.interval = MIN_PROBE_INTERVAL;
+            true
         } else {
             self.interval = (self.interval * 2).min(MAX_PROBE_INTERVAL);
+            false
         }
     }
 }
@@ -260,7 +305,7 @@ mod tests {
             assert_eq!(p.verdict(&random), Verdict::Skip);
         }
         assert_eq!(p.verdict(&random), Verdict::Probe);
-        p.probed(2048, 2100);
+        assert!(!p.probed(2048, Some(2100)));
         for _ in 0..2 * MIN_PROBE_INTERVAL {
             assert_eq!(p.verdict(&random), Verdict::Skip);
         }
@@ -272,7 +317,7 @@ mod tests {
         let random = noise(2048, 12);
         let mut p = Predictor::new();
         while p.verdict(&random) != Verdict::Probe {}
-        p.probed(2048, 100);
+        assert!(p.probed(2048, Some(100)));
         for _ in 0..DISTRUST_FOR {
             assert_eq!(p.verdict(&random), Verdict::Compress);
         }
@@ -280,10 +325,34 @@ mod tests {
     }
 
     #[test]
+    fn probe_measures_without_keeping_output_or_history() {
+        let key = Key {
+            window_bits: 15,
+            level: 1,
+            mem_level: 8,
+        };
+        let mut scratch = vec![1, 2, 3];
+        let repeated = noise(1024, 14).repeat(8);
+        let once = probe(&repeated, key, &mut scratch).unwrap();
+        assert!(once < 2048, "{once}");
+        assert_eq!(scratch, [1, 2, 3]);
+        // Reset between probes: the same message measures the same, not as a repeat.
+        assert_eq!(probe(&repeated, key, &mut scratch), Some(once));
+        let random = noise(4096, 15);
+        assert!(probe(&random, key, &mut scratch).unwrap() >= 4096);
+        // Another key gets its own compressor.
+        let small = Key {
+            window_bits: 9,
+            ..key
+        };
+        assert!(probe(&repeated, small, &mut scratch).unwrap() >= 4096);
+    }
+
+    #[test]
     fn probe_interval_is_capped() {
         let mut p = Predictor::new();
         for _ in 0..20 {
-            p.probed(1000, 1000);
+            assert!(!p.probed(1000, None));
         }
         assert_eq!(p.interval, MAX_PROBE_INTERVAL);
     }

@@ -156,8 +156,21 @@ impl Sender {
             Some(p) => p.verdict(payload),
             None => Verdict::Compress,
         };
-        if verdict == Verdict::Skip {
-            return Ok(false);
+        match verdict {
+            Verdict::Compress => {}
+            Verdict::Skip => return Ok(false),
+            Verdict::Probe => {
+                // Measured on a scratch compressor: ours never sees the message unless
+                // the probe says to compress it.
+                let size = super::predict::probe(payload, self.key, out);
+                let compress = self
+                    .predictor
+                    .as_mut()
+                    .is_some_and(|p| p.probed(payload.len(), size));
+                if !compress {
+                    return Ok(false);
+                }
+            }
         }
         let result = deflate_into(self.acquire(), payload, DeflateFlush::SyncFlush, out)
             .and_then(|()| strip_trailer(out, start));
@@ -166,15 +179,7 @@ impl Sender {
             self.finish_message(true);
             return Err(e);
         }
-        let produced = out.len() - start;
-        if verdict == Verdict::Probe
-            && let Some(p) = &mut self.predictor
-        {
-            p.probed(payload.len(), produced);
-        }
-        // A probe that did not shrink the message goes uncompressed too: the prediction
-        // was right, and the wire never carries more than the message itself.
-        if (self.skip_if_not_smaller || verdict == Verdict::Probe) && produced >= payload.len() {
+        if self.skip_if_not_smaller && out.len() - start >= payload.len() {
             // The compressor's window now holds `payload`, which the peer will receive
             // uncompressed and not in its inflater's window: reset, so that no later
             // message refers back to it.
