@@ -158,3 +158,50 @@ fn rsv1_refused_when_deflate_not_agreed() {
         vec![Err(Error::Protocol(ProtocolError::ReservedBits))]
     );
 }
+
+/// Pseudo-random bytes (xorshift), which deflate cannot shrink.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn incompressible_message_goes_with_rsv1_clear_and_text_around_it_still_decodes() {
+    let mut client = conn(Role::Client, Config::default());
+    let mut server = conn(Role::Server, Config::default());
+    let msg = "compress me ".repeat(100);
+    let random = noise(4096, 3);
+    for round in 0..3 {
+        server.send_text(&msg).unwrap();
+        let wire = wire_of(&mut server);
+        assert_eq!(wire[0], 0xc1, "FIN + RSV1 + text");
+        client.handle_bytes(Instant::now(), &wire);
+        assert_eq!(events(&mut client), vec![text(&msg)]);
+        // Both ways of sending: copied (`send`) and owned (`send_bytes`).
+        if round % 2 == 0 {
+            server.send_binary(&random).unwrap();
+        } else {
+            server
+                .send_bytes(MessageKind::Binary, bytes::Bytes::from(random.clone()))
+                .unwrap();
+        }
+        let wire = wire_of(&mut server);
+        assert_eq!(wire[0], 0x82, "FIN + binary, RSV1 clear");
+        assert_eq!(wire.len(), 4 + random.len(), "sent as it is");
+        client.handle_bytes(Instant::now(), &wire);
+        assert_eq!(
+            events(&mut client),
+            vec![Ok(OwnedEvent::Message {
+                kind: MessageKind::Binary,
+                data: bytes::Bytes::from(random.clone()),
+            })]
+        );
+    }
+}

@@ -345,7 +345,8 @@ fn skip_if_not_smaller_sends_the_empty_message_uncompressed() {
 
 #[test]
 fn without_skip_policy_incompressible_data_is_still_compressed() {
-    let mut server = PerMessageDeflate::new(Role::Server, DeflateParams::default(), &config());
+    let cfg = config().predict_incompressible(false);
+    let mut server = PerMessageDeflate::new(Role::Server, DeflateParams::default(), &cfg);
     let mut out = Vec::new();
     assert!(server.compress(&noise(4096, 3), &mut out).unwrap());
     assert!(out.len() >= 4096);
@@ -601,5 +602,199 @@ proptest! {
             }
         }
         prop_assert!(out.len() <= limit + 1);
+    }
+}
+
+// --- incompressible messages (`predict_incompressible`) -------------------------------------
+
+/// With the predictor on (the default) and context takeover both ways.
+fn predicting() -> DeflateConfig {
+    DeflateConfig::new().min_size(0)
+}
+
+#[test]
+fn predictor_is_on_by_default() {
+    assert!(DeflateConfig::default().predict_incompressible);
+}
+
+#[test]
+fn incompressible_message_is_sent_uncompressed_and_takeover_stays_in_sync() {
+    let (mut server, mut client) = pair(DeflateParams::default(), &predicting());
+    let text = json_like(3000, 1);
+    let first = compress(&mut server, &text);
+    assert_eq!(inflate(&mut client, &[&first]).unwrap(), text);
+    // Skipped before the compressor saw it: `out` untouched, the caller sends it with RSV1
+    // clear, and neither window holds it.
+    let random = noise(4096, 21);
+    let mut out = vec![7];
+    assert!(!server.compress(&random, &mut out).unwrap());
+    assert_eq!(out, [7]);
+    // No reset happened: the next message still refers back to the first one.
+    let again = compress(&mut server, &text);
+    assert!(
+        again.len() < first.len() / 4,
+        "context was lost: {} then {} bytes",
+        first.len(),
+        again.len()
+    );
+    assert_eq!(inflate(&mut client, &[&again]).unwrap(), text);
+}
+
+#[test]
+fn without_the_predictor_random_data_is_compressed_as_before() {
+    let cfg = predicting().predict_incompressible(false);
+    let mut server = PerMessageDeflate::new(Role::Server, DeflateParams::default(), &cfg);
+    for seed in 0..20 {
+        let mut out = Vec::new();
+        assert!(server.compress(&noise(2048, seed), &mut out).unwrap());
+    }
+}
+
+#[test]
+fn a_run_of_incompressible_messages_is_probed_and_never_sent_larger() {
+    let (mut server, mut client) = pair(DeflateParams::default(), &predicting());
+    let text = json_like(2000, 2);
+    let mut sent_compressed = 0;
+    for i in 0..200u64 {
+        let random = noise(1024, 100 + i);
+        let mut out = Vec::new();
+        if server.compress(&random, &mut out).unwrap() {
+            sent_compressed += 1;
+            assert!(out.len() < random.len());
+            assert_eq!(inflate(&mut client, &[&out]).unwrap(), random);
+        }
+        if i % 50 == 0 {
+            // Ordinary messages in between still compress and decode, whatever probes
+            // (and their resets) happened.
+            let z = compress(&mut server, &text);
+            assert!(z.len() < text.len() / 2);
+            assert_eq!(inflate(&mut client, &[&z]).unwrap(), text);
+        }
+    }
+    assert_eq!(sent_compressed, 0);
+}
+
+#[test]
+fn random_looking_data_with_repeats_inside_is_found_by_a_probe() {
+    // Messages made of a random 2 KiB block repeated 8 times: the sampled bytes look
+    // random, which the histogram cannot tell from noise, but deflate finds the repeats.
+    // The first probe (after 16 skips) shows it, and the messages go compressed.
+    let (mut server, mut client) = pair(DeflateParams::default(), &predicting());
+    let mut compressed = 0;
+    for i in 0..100 {
+        let msg = noise(2048, 50 + i).repeat(8);
+        let mut out = Vec::new();
+        if server.compress(&msg, &mut out).unwrap() {
+            assert!(out.len() < msg.len() / 4);
+            assert_eq!(inflate(&mut client, &[&out]).unwrap(), msg);
+            compressed += 1;
+        }
+    }
+    assert_eq!(compressed, 100 - 16);
+}
+
+#[test]
+fn random_data_sent_again_is_skipped_again() {
+    // A copy of a skipped message is not in either window: there is nothing to refer
+    // back to, and the copy is skipped as well.
+    let (mut server, _client) = pair(DeflateParams::default(), &predicting());
+    let block = noise(1024, 5);
+    for _ in 0..16 {
+        let mut out = Vec::new();
+        assert!(!server.compress(&block, &mut out).unwrap());
+    }
+}
+
+#[test]
+fn a_skipped_message_leaves_a_pending_prime_for_the_next_compressed_one() {
+    use rapidws::MessageKind;
+    use rapidws::prepared::PreparedMessage;
+
+    let cfg = predicting();
+    let (mut server, mut client) = pair(DeflateParams::default(), &cfg);
+    let text = json_like(3000, 3);
+    // A prepared message goes out compressed by a fresh compressor; the peer's window now
+    // ends with its bytes, and our compressor is to be primed with them.
+    let prepared = PreparedMessage::new(MessageKind::Text, &text).unwrap();
+    let bits = server.prepared_window_bits(text.len()).unwrap();
+    let frame = prepared.compressed_frame(bits).unwrap().clone();
+    let header = match frame[1] & 0x7f {
+        126 => 4,
+        127 => 10,
+        _ => 2,
+    };
+    assert_eq!(frame[0] & 0x40, 0x40, "RSV1");
+    server.prepared_sent(prepared.payload());
+    assert_eq!(inflate(&mut client, &[&frame[header..]]).unwrap(), text);
+    // An incompressible message in between is skipped, not compressed.
+    let mut out = Vec::new();
+    assert!(!server.compress(&noise(4096, 8), &mut out).unwrap());
+    // The next compressed message refers back to the prepared one and decodes.
+    let z = compress(&mut server, &text);
+    let mut fresh = PerMessageDeflate::new(Role::Server, DeflateParams::default(), &cfg);
+    let standalone = compress(&mut fresh, &text).len();
+    assert!(
+        z.len() * 4 < standalone,
+        "{} bytes against {standalone} without history: the prime was lost",
+        z.len()
+    );
+    assert_eq!(inflate(&mut client, &[&z]).unwrap(), text);
+}
+
+/// One message of the mixes below.
+#[derive(Clone, Debug)]
+enum Kind {
+    Random(usize, u64),
+    Text(usize, u64),
+    /// A random block of the given length, repeated the given number of times.
+    RepeatedRandom(usize, u64, usize),
+    /// An earlier message again (index modulo the messages so far).
+    Again(usize),
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    prop_oneof![
+        4 => (0usize..6000, any::<u64>()).prop_map(|(n, s)| Kind::Random(n, s)),
+        3 => (0usize..6000, any::<u64>()).prop_map(|(n, s)| Kind::Text(n, s)),
+        1 => (16usize..600, any::<u64>(), 2usize..8).prop_map(|(n, s, k)| Kind::RepeatedRandom(n, s, k)),
+        2 => any::<usize>().prop_map(Kind::Again),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn skipped_and_compressed_mixes_round_trip(
+        snct in any::<bool>(),
+        sbits in 9u8..=15,
+        level in prop_oneof![Just(1), Just(6)],
+        skip_if_not_smaller in any::<bool>(),
+        pooled in any::<bool>(),
+        kinds in proptest::collection::vec(kind(), 1..48),
+    ) {
+        let mut cfg = predicting().level(level).skip_if_not_smaller(skip_if_not_smaller);
+        if pooled {
+            cfg = cfg.policy(CompressorPolicy::Pooled(Arc::new(CompressorPool::new(2))));
+        }
+        let (mut server, mut client) = pair(params(snct, false, sbits, 15), &cfg);
+        let mut sent: Vec<Vec<u8>> = Vec::new();
+        for k in kinds {
+            let payload = match k {
+                Kind::Random(n, s) => noise(n, s),
+                Kind::Text(n, s) => json_like(n, s),
+                Kind::RepeatedRandom(n, s, times) => noise(n, s).repeat(times),
+                Kind::Again(i) if !sent.is_empty() => sent[i % sent.len()].clone(),
+                Kind::Again(_) => Vec::new(),
+            };
+            let mut out = b"prefix".to_vec();
+            if server.compress(&payload, &mut out).unwrap() {
+                prop_assert_eq!(inflate(&mut client, &[&out[6..]]).unwrap(), payload.clone());
+            } else {
+                // Uncompressed (RSV1 clear): nothing was written, the inflater sees nothing.
+                prop_assert_eq!(&out[..], b"prefix");
+            }
+            sent.push(payload);
+        }
     }
 }

@@ -100,4 +100,31 @@ fn codec_memory_is_lazy_bounded_and_shrinks_with_the_compressor_window() {
     let (_, _, c9, d9) = rows[5];
     assert!(c9 < c15 / 2, "{c9}");
     assert_eq!(d9, d15);
+
+    // A codec that only sends incompressible data never creates its compressor: skipped
+    // messages do not touch it, and the probe (after 16 skips) runs on the thread's
+    // scratch compressor, which the first round creates and the thread keeps.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let mut held_per_round = Vec::new();
+    for _ in 0..2 {
+        let mut out = Vec::with_capacity(2 * noise.len());
+        let before = LIVE.load(Ordering::SeqCst);
+        let mut codec = PerMessageDeflate::new(Role::Server, params(15), &DeflateConfig::new());
+        for _ in 0..40 {
+            assert!(!codec.compress(&noise, &mut out).unwrap());
+        }
+        held_per_round.push(LIVE.load(Ordering::SeqCst) - before);
+        drop(codec);
+    }
+    println!("incompressible only, live bytes per round: {held_per_round:?}");
+    assert!(held_per_round[0] > 256 * 1024, "{held_per_round:?}");
+    assert_eq!(held_per_round[1], 0, "the codec allocated");
 }

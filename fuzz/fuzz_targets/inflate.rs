@@ -1,7 +1,7 @@
 //! Arbitrary compressed frames into the permessage-deflate inflater under a size limit:
 //! never a panic, never more than `limit + 1` bytes of output or capacity. Half of the
-//! inputs also round-trip their bytes through our compressor (all four parameters chosen by
-//! the input) and must come back unchanged.
+//! inputs also round-trip their bytes through our compressor (all four parameters and the
+//! sender policy chosen by the input) and must come back unchanged.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
         server_max_window_bits: 8 + (mode >> 4) % 8,
         client_max_window_bits: 15,
     };
-    let config = DeflateConfig::new().min_size(0).skip_if_not_smaller(mode & 8 != 0);
+    let config = DeflateConfig::new()
+        .min_size(0)
+        .skip_if_not_smaller(mode & 8 != 0)
+        .predict_incompressible(mode & 0x80 != 0);
     if mode & 1 == 0 {
         inflate_frames(params, &config, rest, limit);
     } else {

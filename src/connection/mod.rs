@@ -857,20 +857,28 @@ impl Connection {
     }
 
     /// [`send`](Self::send) for a payload the caller owns: a server sending it
-    /// uncompressed queues the `Bytes` itself, without a copy (a received message can be
-    /// echoed this way). Clients and compressing servers copy it as `send` does. Fails
-    /// like `send`.
+    /// uncompressed (no permessage-deflate, or the sender policy leaves this message
+    /// uncompressed) queues the `Bytes` itself, without a copy (a received message can be
+    /// echoed this way). Clients copy it as `send` does (every frame gets its own mask).
+    /// Fails like `send`.
     pub fn send_bytes(&mut self, kind: MessageKind, payload: Bytes) -> Result<(), SendError> {
-        #[cfg(feature = "deflate")]
-        let compressing = self.deflate.is_some();
-        #[cfg(not(feature = "deflate"))]
-        let compressing = false;
-        if self.role == Role::Client || compressing {
+        if self.role == Role::Client {
             return self.send(kind, &payload);
         }
         self.check_open()?;
         if self.sending.is_some() {
             return Err(SendError::MessageInProgress);
+        }
+        #[cfg(feature = "deflate")]
+        if let Some(pmd) = self.deflate_mut() {
+            let mut out = Vec::new();
+            if pmd
+                .compress(&payload, &mut out)
+                .map_err(SendError::Deflate)?
+            {
+                return self.queue_owned(true, true, kind.opcode(), out.into());
+            }
+            // Sent uncompressed (short, or incompressible): the payload itself goes out.
         }
         self.queue_owned(true, false, kind.opcode(), payload)
     }

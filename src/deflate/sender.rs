@@ -5,6 +5,7 @@ use std::sync::Arc;
 use zlib_rs::{Deflate, DeflateFlush};
 
 use super::pool::{CompressorPool, Key};
+use super::predict::{Predictor, Verdict};
 use super::{CompressorPolicy, DeflateConfig, DeflateError, TRAILER, grow_zeroed};
 
 /// Where the compressor comes from.
@@ -28,6 +29,8 @@ pub(crate) struct Sender {
     reset_each_message: bool,
     min_size: usize,
     skip_if_not_smaller: bool,
+    /// [`DeflateConfig::predict_incompressible`]: the probe schedule, when on.
+    predictor: Option<Predictor>,
     /// `compress_chunk` fed input to zlib since the last flush.
     unflushed: bool,
     /// Hook for prepared messages (`super::prepared`): the uncompressed payload of the last
@@ -84,6 +87,7 @@ impl Sender {
             reset_each_message: no_context_takeover || pooled,
             min_size: config.min_size,
             skip_if_not_smaller: config.skip_if_not_smaller,
+            predictor: config.predict_incompressible.then(Predictor::new),
             unflushed: false,
             prime: None,
         }
@@ -144,6 +148,29 @@ impl Sender {
             // not need to see it.
             out.push(0x00);
             return Ok(true);
+        }
+        // Decided before the compressor sees the message: a message sent uncompressed
+        // never enters the peer's window (RFC 7692 6.1 lets any message go uncompressed),
+        // so skipping it here keeps both histories equal with no reset.
+        let verdict = match &mut self.predictor {
+            Some(p) => p.verdict(payload),
+            None => Verdict::Compress,
+        };
+        match verdict {
+            Verdict::Compress => {}
+            Verdict::Skip => return Ok(false),
+            Verdict::Probe => {
+                // Measured on a scratch compressor: ours never sees the message unless
+                // the probe says to compress it.
+                let size = super::predict::probe(payload, self.key, out);
+                let compress = self
+                    .predictor
+                    .as_mut()
+                    .is_some_and(|p| p.probed(payload.len(), size));
+                if !compress {
+                    return Ok(false);
+                }
+            }
         }
         let result = deflate_into(self.acquire(), payload, DeflateFlush::SyncFlush, out)
             .and_then(|()| strip_trailer(out, start));

@@ -41,6 +41,11 @@ pub struct ServerArgs {
     pub level: Option<u32>,
     /// Answer with `feed` (queue without flushing) instead of `send` (rapidws).
     pub feed: bool,
+    /// zlib memory level (1..=9) instead of the library's default (rapidws).
+    pub mem_level: Option<u8>,
+    /// Largest window the server compresses with (9..=15), answered to every offer
+    /// (rapidws).
+    pub window_bits: Option<u8>,
 }
 
 impl ServerArgs {
@@ -67,6 +72,22 @@ impl ServerArgs {
                             .unwrap_or_else(|| usage("--level needs 0..=9")),
                     )
                 }
+                "--mem-level" => {
+                    out.mem_level = Some(
+                        args.next()
+                            .and_then(|p| p.parse().ok())
+                            .filter(|l| (1..=9).contains(l))
+                            .unwrap_or_else(|| usage("--mem-level needs 1..=9")),
+                    )
+                }
+                "--window-bits" => {
+                    out.window_bits = Some(
+                        args.next()
+                            .and_then(|p| p.parse().ok())
+                            .filter(|b| (9..=15).contains(b))
+                            .unwrap_or_else(|| usage("--window-bits needs 9..=15")),
+                    )
+                }
                 other => usage(&format!("unknown argument {other}")),
             }
         }
@@ -75,7 +96,9 @@ impl ServerArgs {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed]");
+    eprintln!(
+        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed]"
+    );
     std::process::exit(2)
 }
 

@@ -1,7 +1,7 @@
 //! rapidws echo server: `serve` + `recv`/`send`, as in the crate's examples.
 //!
 //! `--deflate` turns permessage-deflate on (`DeflateConfig::default()`: context takeover,
-//! level 1); `--split` echoes through the split halves (`ReadHalf::recv` then
+//! level 1; `--level`, `--mem-level` and `--window-bits` change it); `--split` echoes through the split halves (`ReadHalf::recv` then
 //! `WriteHalf::send`, in one task) to measure what splitting costs; `--feed` answers with
 //! `feed` instead of `send`: the answers queue, and the library writes them out in one
 //! vectored write when the next `recv` finds nothing more to read (its documented way
@@ -24,6 +24,12 @@ fn main() -> std::io::Result<()> {
             let mut deflate = DeflateConfig::default();
             if let Some(level) = args.level {
                 deflate.level = level as i32;
+            }
+            if let Some(mem_level) = args.mem_level {
+                deflate.mem_level = mem_level;
+            }
+            if let Some(bits) = args.window_bits {
+                deflate.server_max_window_bits = bits;
             }
             config = config.with_deflate(Some(deflate));
         }
