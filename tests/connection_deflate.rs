@@ -8,6 +8,9 @@ use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
 use rapidws::connection::{Config, Connection, Delivery, Error, OwnedEvent};
 use rapidws::deflate::{DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate};
 
+mod noise;
+use noise::noise;
+
 fn params() -> DeflateParams {
     DeflateParams {
         server_no_context_takeover: false,
@@ -157,19 +160,6 @@ fn rsv1_refused_when_deflate_not_agreed() {
         events(&mut client),
         vec![Err(Error::Protocol(ProtocolError::ReservedBits))]
     );
-}
-
-/// Pseudo-random bytes (xorshift), which deflate cannot shrink.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 #[test]

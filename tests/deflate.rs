@@ -9,6 +9,9 @@ use rapidws::deflate::{
     CompressorPolicy, CompressorPool, DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate,
 };
 
+mod noise;
+use noise::noise;
+
 const UNLIMITED: usize = usize::MAX;
 
 fn config() -> DeflateConfig {
@@ -297,18 +300,6 @@ fn messages_under_min_size_go_uncompressed() {
     let mut out = vec![1, 2, 3];
     assert!(!server.compress(&[b'a'; 127], &mut out).unwrap());
     assert_eq!(out, [1, 2, 3]);
-}
-
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 #[test]
