@@ -43,12 +43,45 @@ pub(crate) fn take(min: usize) -> BytesMut {
 }
 
 /// Keeps `buf` for reuse if it is empty, owned by nobody else (a message split off it may
-/// still be alive), holds at least `min` bytes and at most [`MAX_BUFFER`], and the stock
-/// has room; otherwise drops it.
+/// still be alive), holds at least `min` bytes and at most [`MAX_BUFFER`] (counting the
+/// whole allocation behind it), and the stock has room; otherwise drops it.
 pub(crate) fn give(mut buf: BytesMut, min: usize) {
-    // `try_reclaim` succeeds only for storage no `Bytes` shares any more, and rewinds the
-    // buffer to the start of its allocation.
-    if !buf.is_empty() || !buf.try_reclaim(min) || buf.capacity() > MAX_BUFFER {
+    if !buf.is_empty() {
+        return;
+    }
+    // Rewind the empty view to the start of its allocation, so that the size checked
+    // below is the allocation's: a few bytes left at the end of a large message's buffer
+    // must not keep all of it in the stock. `try_reclaim` rewinds only storage that no
+    // `Bytes` shares any more, and fails for a view that starts at its allocation already.
+    let cap = buf.capacity();
+    if !buf.try_reclaim(cap + 1) {
+        // Shared, or never split: `is_unique` tells them apart. (`try_reclaim(min)`
+        // would not: it succeeds without looking when the view has `min` bytes spare.)
+        let frozen = buf.freeze();
+        if !frozen.is_unique() {
+            return;
+        }
+        match frozen.try_into_mut() {
+            Ok(unique) => buf = unique,
+            Err(_) => return,
+        }
+    }
+    if buf.capacity() < min {
+        return;
+    }
+    keep(buf);
+}
+
+/// Keeps `buf`, emptied, for reuse: for a buffer that was never split or frozen (so
+/// nothing shares it and its capacity is its allocation's), such as a send-queue chunk.
+pub(crate) fn give_unshared(mut buf: BytesMut) {
+    buf.clear();
+    keep(buf);
+}
+
+/// Puts `buf` in the stock if it is not too large and the stock has room.
+fn keep(buf: BytesMut) {
+    if buf.capacity() > MAX_BUFFER {
         return;
     }
     // `try_with`: the thread-local may be gone while the thread shuts down.
@@ -89,6 +122,30 @@ mod tests {
         give(buf, 4096);
         assert_eq!(stock_len(), before);
         drop(message);
+    }
+
+    #[test]
+    fn a_view_shared_with_a_live_message_is_not_kept_even_with_room_to_spare() {
+        let before = stock_len();
+        let mut buf = BytesMut::with_capacity(16 * 1024);
+        buf.extend_from_slice(&[1; 100]);
+        let message = buf.split_to(100).freeze();
+        assert!(buf.capacity() > 8192, "plenty of spare room in the view");
+        give(buf, 4096);
+        assert_eq!(stock_len(), before);
+        drop(message);
+    }
+
+    #[test]
+    fn a_small_view_into_a_large_allocation_is_not_kept() {
+        let before = stock_len();
+        let mut buf = BytesMut::with_capacity(MAX_BUFFER * 4);
+        buf.resize(MAX_BUFFER * 4 - 100, 1);
+        drop(buf.split_to(MAX_BUFFER * 4 - 100).freeze());
+        // A few bytes of capacity showing, the whole allocation behind them.
+        assert!(buf.is_empty() && buf.capacity() <= 4096);
+        give(buf, 64);
+        assert_eq!(stock_len(), before);
     }
 
     #[test]

@@ -147,9 +147,9 @@ impl SendQueue {
             }
             n -= left;
             self.front_written = 0;
-            if let Some(Entry::Copied(mut chunk)) = self.entries.pop_front() {
-                chunk.clear();
-                super::pool::give(chunk, 0);
+            if let Some(Entry::Copied(chunk)) = self.entries.pop_front() {
+                // Only ever read through slices: never shared.
+                super::pool::give_unshared(chunk);
             }
         }
         // Keep a small idle footprint: a long queue's ring buffer is released.
