@@ -115,6 +115,31 @@ fn receive(role: Role, delivery: Delivery, bytes: &[u8], cuts: &[usize]) -> Vec<
     events
 }
 
+/// As [`receive`], but reading as an IO layer does: into the buffer that
+/// [`Connection::reserve_recv`] makes room in, with a small read-ahead limit so that both
+/// the reserve-ahead and the grow-with-what-arrived paths run.
+fn receive_in_place(role: Role, bytes: &[u8], cuts: &[usize]) -> Vec<OwnedEvent> {
+    let mut cfg = Config::default();
+    cfg.max_read_ahead = 64;
+    let now = Instant::now();
+    let mut conn = Connection::new(role, cfg, now);
+    let mut events = Vec::new();
+    let mut pos = 0;
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    cuts.sort_unstable();
+    cuts.push(bytes.len());
+    for cut in cuts {
+        let buf = conn.reserve_recv(16);
+        buf.extend_from_slice(&bytes[pos..cut]);
+        conn.handle_received(now);
+        pos = cut;
+        while let Some(e) = conn.poll_event_owned() {
+            events.push(e.expect("valid stream"));
+        }
+    }
+    events
+}
+
 /// Joins chunk events into whole messages, so chunked and whole delivery compare equal.
 fn join_chunks(events: Vec<OwnedEvent>) -> Vec<OwnedEvent> {
     let mut out = Vec::new();
@@ -157,6 +182,7 @@ proptest! {
         prop_assert_eq!(split_by_kind(whole.clone()), split_by_kind(expected(&ops)));
         prop_assert_eq!(&receive(Role::Server, Delivery::Whole, &bytes, &cuts), &whole);
         prop_assert_eq!(&join_chunks(receive(Role::Server, Delivery::Chunks, &bytes, &cuts)), &whole);
+        prop_assert_eq!(&receive_in_place(Role::Server, &bytes, &cuts), &whole);
     }
 
     #[test]
@@ -202,6 +228,7 @@ proptest! {
         let whole = receive(Role::Server, Delivery::Whole, &bytes, &[]);
         for cut in 0..=bytes.len() {
             prop_assert_eq!(&receive(Role::Server, Delivery::Whole, &bytes, &[cut]), &whole);
+            prop_assert_eq!(&receive_in_place(Role::Server, &bytes, &[cut]), &whole);
         }
     }
 }

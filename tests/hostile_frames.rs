@@ -572,6 +572,70 @@ fn frame_cut_off_mid_payload_yields_nothing_and_holds_only_what_arrived() {
     assert!(!conn.has_pending_output());
 }
 
+/// Reads `bytes` into the connection as the tokio layer does: into the room
+/// `reserve_recv` makes, `read` bytes at a time, polling events after each read.
+fn read_in_place(
+    conn: &mut Connection,
+    bytes: &[u8],
+    read: usize,
+) -> Vec<Result<OwnedEvent, Error>> {
+    let mut events = Vec::new();
+    for piece in bytes.chunks(read) {
+        conn.reserve_recv(4096).extend_from_slice(piece);
+        conn.handle_received(Instant::now());
+        events.extend(drain(conn));
+    }
+    events
+}
+
+#[test]
+fn frame_announcing_1_gib_then_stalling_reserves_only_the_read_ahead_limit() {
+    // Limits raised so that the header is accepted: the read-ahead limit alone must keep
+    // the room reserved for the announced payload bounded.
+    let mut config = Config::default();
+    config.max_frame_size = 2 << 30;
+    config.max_message_size = 2 << 30;
+    let limit = config.max_read_ahead;
+    let header_and_10 = &raw_frame(0x82, 1 << 30, &[5; 10]);
+    let mut conn = server(config);
+    let (events, peak) = peak_during(|| {
+        let mut events = read_in_place(&mut conn, header_and_10, 4096);
+        // The peer stalls; the IO layer keeps asking for room to read into.
+        for _ in 0..10 {
+            events.extend(read_in_place(&mut conn, &[], 1));
+            let _ = conn.reserve_recv(4096);
+        }
+        events
+    });
+    assert!(events.is_empty(), "{events:?}");
+    assert!(!conn.is_closed());
+    assert!(
+        peak <= limit + 64 * 1024,
+        "announcing 1 GiB and sending 10 bytes held {peak} bytes"
+    );
+}
+
+#[test]
+fn room_for_a_huge_announced_frame_grows_only_with_what_arrives() {
+    // 1 GiB announced, 3 MiB sent in 64 KiB reads, then a stall: the room reserved stays
+    // within a small multiple of what arrived plus the read-ahead limit.
+    let mut config = Config::default();
+    config.max_frame_size = 2 << 30;
+    config.max_message_size = 2 << 30;
+    let limit = config.max_read_ahead;
+    let sent = 3 << 20;
+    let wire = raw_frame(0x82, 1 << 30, &vec![9; sent]);
+    let mut conn = server(config);
+    let (events, peak) = peak_during(|| {
+        let events = read_in_place(&mut conn, &wire, 64 * 1024);
+        let _ = conn.reserve_recv(4096);
+        events
+    });
+    assert!(events.is_empty(), "{events:?}");
+    let bound = 2 * (2 * sent + limit) + 64 * 1024;
+    assert!(peak <= bound, "{sent} bytes sent, {peak} bytes held");
+}
+
 #[test]
 fn control_frames_flood_is_answered_one_pong_each_within_125_bytes() {
     // The sans-IO core answers every ping (RFC 6455 5.5.2 MUST); bounding the queue of

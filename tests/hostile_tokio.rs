@@ -14,6 +14,9 @@ use rapidws::tokio::{Config, Error, Message, ServerConfig, Timeout, TrySendError
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+mod hostile_support;
+use hostile_support::peak_during;
+
 /// Every step of these tests finishes within this, or the test fails.
 const STEP: Duration = Duration::from_secs(20);
 
@@ -255,6 +258,39 @@ async fn close_to_a_peer_that_never_reads_gives_up_after_the_close_timeout() {
     let r = r.expect("close() must be bounded by the close timeout");
     assert!(matches!(r, Err(Error::Timeout(Timeout::Close))), "{r:?}");
     assert!(took < Duration::from_secs(3), "{took:?}");
+}
+
+#[test]
+fn frame_announcing_1_gib_then_stalling_holds_at_most_the_read_ahead_limit() {
+    // Limits raised so that the header passes: only the read-ahead limit bounds the room
+    // the engine reserves for a payload that was announced but never sent.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let limit = 256 << 10;
+    let config = quiet_config()
+        .with_max_frame_size(2 << 30)
+        .with_max_message_size(2 << 30)
+        .with_max_read_ahead(limit);
+    let (mut ws, _client) = rt.block_on(async {
+        let (l, addr) = small_buffer_listener();
+        let (ws, mut client) = tokio::join!(accept_one(&l, config), raw_client(addr));
+        client
+            .write_all(&raw_frame(0x82, 1 << 30, &[3; 10]))
+            .await
+            .unwrap();
+        (ws, client)
+    });
+    // The server reads the header and the 10 bytes, then waits for the rest.
+    let (r, peak) = peak_during(|| {
+        rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), ws.recv()).await })
+    });
+    assert!(r.is_err(), "the message cannot have completed: {r:?}");
+    assert!(
+        peak <= limit + 64 * 1024,
+        "announcing 1 GiB and sending 10 bytes held {peak} bytes"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

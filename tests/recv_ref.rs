@@ -117,6 +117,45 @@ fn recv_ref_lends_a_message_larger_than_the_read_buffer() {
 }
 
 #[test]
+fn large_single_frame_message_read_in_pieces_is_read_into_place_not_copied() {
+    // 256 KiB arriving 16 KiB per read, read as the tokio layer reads: once the header has
+    // announced the length, room for the whole frame is reserved in one step and every
+    // later read lands in place; the message is handed over from that buffer. Growing
+    // the buffer read by read, or copying each piece into a message buffer, would take an
+    // allocation per doubling.
+    let wire = client_frames(&[(MessageKind::Binary, payload(3, 256 << 10))]);
+    let now = Instant::now();
+    let mut conn = Connection::new(Role::Server, Default::default(), now);
+    let mut got = None;
+    let (allocations, ()) = alloc_count::allocations(|| {
+        // `arrived` bytes are in the socket; each read takes what fits the spare room.
+        let (mut read, mut arrived) = (0, 0);
+        while read < wire.len() {
+            arrived = (arrived + (16 << 10)).min(wire.len());
+            while read < arrived {
+                let buf = conn.reserve_recv(4096);
+                let n = (buf.capacity() - buf.len()).min(arrived - read);
+                buf.extend_from_slice(&wire[read..read + n]);
+                read += n;
+                conn.handle_received(now);
+                if let Some(ev) = conn.poll_event_owned() {
+                    got = Some(ev.unwrap());
+                }
+            }
+        }
+    });
+    match got {
+        Some(rapidws::connection::OwnedEvent::Message { kind, data }) => {
+            assert_eq!(kind, MessageKind::Binary);
+            assert_eq!(&data[..], &payload(3, 256 << 10)[..]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The first read's buffer, the room for the frame, the handle shared with the message.
+    assert!(allocations <= 3, "{allocations} allocations");
+}
+
+#[test]
 fn recv_ref_lends_fragmented_and_chunk_delivered_messages_whole() {
     for delivery in [Delivery::Whole, Delivery::Chunks] {
         runtime().block_on(async {

@@ -196,6 +196,14 @@ impl Decoder {
         self.message.is_some()
     }
 
+    /// Payload bytes of the data frame being decoded that have not been passed to
+    /// [`decode`](Self::decode) yet, as announced by its header (already checked against
+    /// [`DecoderConfig::max_frame_size`]); `None` between frames. An IO layer can size
+    /// its next read with it.
+    pub fn frame_remaining(&self) -> Option<u64> {
+        self.frame.map(|f| f.remaining)
+    }
+
     /// Decodes the next item from `buf`, unmasking payload in place.
     ///
     /// `buf` must start right after the bytes consumed by the previous call and hold the

@@ -124,6 +124,12 @@ pub struct Connection {
     rx: BytesMut,
     /// Bytes at the front of `rx` that the last event borrowed; dropped at the next call.
     rx_pending: usize,
+    /// Bytes at the front of `rx` that belong to a single-frame message still arriving
+    /// (`Delivery::Whole`, uncompressed): decoded and unmasked, kept in place so that the
+    /// whole message is lent or handed over from `rx` without a copy. 0 when none.
+    held: usize,
+    /// Where the held message's payload starts in `rx`.
+    held_start: usize,
     /// A whole message being assembled (Delivery::Whole, fragmented or compressed).
     msg: Vec<u8>,
     /// `msg` was delivered; cleared at the next call.
@@ -228,6 +234,8 @@ impl Connection {
             encoder: Encoder::new(role),
             rx: BytesMut::new(),
             rx_pending: 0,
+            held: 0,
+            held_start: 0,
             msg: Vec::new(),
             msg_delivered: false,
             chunk_started: false,
@@ -308,10 +316,40 @@ impl Connection {
         &mut self.rx
     }
 
+    /// [`recv_buffer`](Self::recv_buffer) with room for the next read: at least
+    /// `read_size` spare bytes when less than half of that is spare, and while a
+    /// single-frame message is arriving, room for the rest of its frame, so that it is read
+    /// straight into place with no reallocation on the way. That room is bounded by
+    /// [`Config::max_read_ahead`], or by what the frame has delivered so far when that is
+    /// more: a peer that announces a large frame and sends little gets little reserved.
+    pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
+        self.release();
+        let spare = self.rx.capacity() - self.rx.len();
+        let rest = match self.decoder.frame_remaining() {
+            Some(rest) if self.held > 0 => {
+                let arrived = self.held - self.held_start;
+                let bound = self.config.max_read_ahead.max(arrived);
+                usize::try_from(rest).map_or(bound, |r| r.min(bound))
+            }
+            _ => 0,
+        };
+        if rest > 0 {
+            // Only the frame's rest: growing a buffer that holds most of a large message
+            // for a read past its end would copy the message.
+            if rest > spare {
+                self.rx.reserve(rest);
+            }
+        } else if spare < read_size / 2 {
+            self.rx.reserve(read_size);
+        }
+        &mut self.rx
+    }
+
     /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
     pub fn handle_received(&mut self, now: Instant) {
         if self.input_done() {
             self.rx = BytesMut::new();
+            self.held = 0;
             return;
         }
         self.note_received(now);
@@ -513,24 +551,36 @@ impl Connection {
         if self.input_done() {
             return None;
         }
+        if self.held > self.rx.len() {
+            // The buffer was replaced through `recv_buffer` against its contract; forget
+            // the held frame rather than index past the end.
+            self.held = 0;
+        }
         loop {
-            let decoded = match self.decoder.decode(&mut self.rx[..]) {
+            let decoded = match self.decoder.decode(&mut self.rx[self.held..]) {
                 Ok(d) => d,
                 Err(e) => return Some(Err(self.fail(Error::Protocol(e)))),
             };
             let consumed = decoded.consumed;
             let Some(item) = decoded.item else {
-                self.rx.advance(consumed);
+                // Inside a held frame the decoder consumes nothing without an item.
+                debug_assert!(self.held == 0 || consumed == 0);
+                if self.held == 0 {
+                    self.rx.advance(consumed);
+                }
                 return None;
             };
             match item {
-                Item::Data(chunk) => {
+                Item::Data(mut chunk) => {
                     if self.close_sent {
                         // RFC 6455 1.4: after sending a close we only wait for the peer's;
                         // data still in flight from it is discarded.
-                        self.rx.advance(consumed);
+                        self.rx.advance(self.held + consumed);
+                        self.held = 0;
                         continue;
                     }
+                    // Positions in `rx` from here on.
+                    chunk.payload = chunk.payload.start + self.held..chunk.payload.end + self.held;
                     match self.data(chunk, consumed) {
                         Ok(Some(raw)) => return Some(Ok(raw)),
                         Ok(None) => continue,
@@ -538,6 +588,8 @@ impl Connection {
                     }
                 }
                 Item::Control(frame) => {
+                    // Control frames come between frames, never inside a held one.
+                    debug_assert_eq!(self.held, 0);
                     self.rx_pending = consumed;
                     let payload = frame.payload;
                     return Some(Ok(match frame.kind {
@@ -591,6 +643,36 @@ impl Connection {
                         first: true,
                         fin: true,
                     }));
+                }
+                if chunk.first && !chunk.frame_end {
+                    // The start of a message's first frame: keep it where it is, and the
+                    // rest of the frame after it, so that a single-frame message is
+                    // never copied (`reserve_recv` makes room for the rest up front).
+                    self.held_start = chunk.payload.start;
+                    self.held = consumed;
+                    return Ok(None);
+                }
+                if self.held > 0 {
+                    self.held += consumed;
+                    let held = self.held_start..chunk.payload.end;
+                    if chunk.message_end {
+                        self.held = 0;
+                        self.rx_pending = chunk.payload.end;
+                        return Ok(Some(Raw::Data {
+                            kind,
+                            loc: Loc::Rx(held),
+                            first: true,
+                            fin: true,
+                        }));
+                    }
+                    if chunk.frame_end {
+                        // The first frame of a fragmented message: its fragments are
+                        // assembled in `msg`.
+                        self.msg.extend_from_slice(&self.rx[held]);
+                        self.rx.advance(self.held);
+                        self.held = 0;
+                    }
+                    return Ok(None);
                 }
                 self.msg.extend_from_slice(&self.rx[chunk.payload]);
                 self.rx.advance(consumed);
@@ -708,6 +790,7 @@ impl Connection {
         self.failed = true;
         self.rx = BytesMut::new();
         self.rx_pending = 0;
+        self.held = 0;
         self.msg = Vec::new();
         e
     }

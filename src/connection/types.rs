@@ -24,6 +24,9 @@ pub enum Delivery {
     Chunks,
 }
 
+/// Default of `Config::max_read_ahead`.
+const DEFAULT_MAX_READ_AHEAD: usize = 1 << 20;
+
 /// Connection settings. Every limit has a safe default; `None` turns a timer off.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -52,6 +55,13 @@ pub struct Config {
     /// ([`crate::codec::DecoderConfig::batch`]): same events, less time per small frame.
     /// Default on; off decodes one frame per call.
     pub batch_decode: bool,
+    /// Most room reserved in the receive buffer in one step for the announced, not yet
+    /// received rest of a single-frame message ([`super::Connection::reserve_recv`]): the
+    /// rest of a frame up to this size is read straight into place, with no reallocation
+    /// while it arrives. Past it, room grows with what has arrived (by at most what the
+    /// frame has already delivered), so a peer that announces a large frame and then
+    /// stalls makes the connection reserve at most this much. Default 1 MiB.
+    pub max_read_ahead: usize,
 }
 
 impl Default for Config {
@@ -67,6 +77,7 @@ impl Default for Config {
             close_timeout: Some(Duration::from_secs(5)),
             idle_timeout: None,
             batch_decode: true,
+            max_read_ahead: DEFAULT_MAX_READ_AHEAD,
         }
     }
 }

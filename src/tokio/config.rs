@@ -25,7 +25,10 @@ pub struct Config {
     /// Bytes asked of the socket per read at first. The receive buffer is allocated on the
     /// first read, grows (doubling, up to 256 KiB per read) while a large message streams
     /// in, and is released whenever it is empty and the socket has nothing more, so an
-    /// idle connection holds none. Default 4 KiB.
+    /// idle connection holds none. Once the header of a single-frame message has arrived,
+    /// room for the rest of the frame is reserved in one step (up to
+    /// [`connection::Config::max_read_ahead`]) and the payload is read straight into
+    /// place. Default 4 KiB.
     pub read_buffer_size: usize,
     /// Bytes the send queue may hold before `try_send` answers `QueueFull` and `send`
     /// waits. A single message larger than this is still accepted into an empty queue.
@@ -64,6 +67,12 @@ impl Config {
     /// Sets the largest frame accepted.
     pub fn with_max_frame_size(mut self, bytes: usize) -> Self {
         self.protocol.max_frame_size = bytes;
+        self
+    }
+    /// Sets the most room reserved at once for the announced, not yet received rest of
+    /// a large frame ([`connection::Config::max_read_ahead`], default 1 MiB).
+    pub fn with_max_read_ahead(mut self, bytes: usize) -> Self {
+        self.protocol.max_read_ahead = bytes;
         self
     }
     /// Sets how data messages are delivered: whole (default) or in chunks as they arrive

@@ -392,14 +392,12 @@ impl Engine {
 
     /// Reads once into the connection's receive buffer.
     fn poll_fill(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) -> Poll<io::Result<()>> {
-        let want = self.read_size;
         let buf = self.conn.recv_buffer();
         if buf.capacity() == 0 {
-            *buf = pool::take(want);
+            *buf = pool::take(self.read_size);
         }
-        if buf.capacity() - buf.len() < want / 2 {
-            buf.reserve(want);
-        }
+        // Room for the next read, and for the rest of a large frame in one step.
+        let buf = self.conn.reserve_recv(self.read_size);
         let spare = buf.capacity() - buf.len();
         let mut rd = io.rd();
         let fut = rd.read_buf(buf);
