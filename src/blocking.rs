@@ -948,9 +948,11 @@ impl<S: Read + Write> WebSocket<S> {
 
     /// Reads once into the connection's receive buffer.
     fn fill(&mut self) -> io::Result<()> {
-        let want = self.read_size;
-        let buf = self.conn.recv_buffer();
+        // Room for the rest of a large frame is reserved in one step; the read fills at
+        // most `read_size` of it, so the zeroing below never covers more than one read.
+        let buf = self.conn.reserve_recv(self.read_size);
         let start = buf.len();
+        let want = self.read_size.min(buf.capacity() - start).max(1);
         buf.resize(start + want, 0);
         let r = loop {
             match self.stream.read(&mut buf[start..]) {
@@ -969,7 +971,7 @@ impl<S: Read + Write> WebSocket<S> {
                 } else {
                     self.conn.handle_received(Instant::now());
                     self.read_size = if n == want {
-                        (want * 2).min(MAX_READ_CHUNK)
+                        (self.read_size * 2).min(MAX_READ_CHUNK)
                     } else {
                         self.read_buffer_size
                     };
