@@ -318,8 +318,8 @@ impl Connection {
 
     /// [`recv_buffer`](Self::recv_buffer) with room for the next read: at least
     /// `read_size` spare bytes when less than half of that is spare, and while a
-    /// single-frame message is arriving, room for the rest of its frame, so that it is read
-    /// straight into place with no reallocation on the way. That room is bounded by
+    /// single-frame message is arriving, room for the rest of its frame (and `read_size`
+    /// more), so that it is read straight into place with no reallocation on the way. That room is bounded by
     /// [`Config::max_read_ahead`], or by what the frame has delivered so far when that is
     /// more: a peer that announces a large frame and sends little gets little reserved.
     pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
@@ -334,10 +334,13 @@ impl Connection {
             _ => 0,
         };
         if rest > 0 {
-            // Only the frame's rest: growing a buffer that holds most of a large message
-            // for a read past its end would copy the message.
+            // The frame's rest and one read more, in one step: the read that completes
+            // the frame then leaves room unused, which tells the IO layer the socket is
+            // drained (an exactly filled buffer costs one more read that would block).
+            // Never more when there is room for the rest: growing a buffer that holds most
+            // of a large message for a read past its end would copy the message.
             if rest > spare {
-                self.rx.reserve(rest);
+                self.rx.reserve(rest.saturating_add(read_size));
             }
         } else if spare < read_size / 2 {
             self.rx.reserve(read_size);
