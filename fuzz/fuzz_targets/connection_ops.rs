@@ -182,7 +182,11 @@ fuzz_target!(|input: Input| {
                 let split = (split as usize).min(wire.len());
                 to.handle_bytes(now, &wire[..split]);
                 drain(to);
-                to.handle_bytes(now, &wire[split..]);
+                // The rest as an IO layer reads: into the room `reserve_recv` makes.
+                if split < wire.len() {
+                    to.reserve_recv(64).extend_from_slice(&wire[split..]);
+                    to.handle_received(now);
+                }
                 drain(to);
             }
             Op::Raw { server: s, bytes } => {
