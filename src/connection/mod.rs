@@ -88,7 +88,8 @@ const RETAIN_CAPACITY: usize = 64 * 1024;
 /// # Call order
 ///
 /// 1. **Bytes arrive**: append them with [`handle_bytes`](Self::handle_bytes), or read
-///    straight into [`recv_buffer`](Self::recv_buffer) and then call
+///    straight into [`reserve_recv`](Self::reserve_recv) (which makes room for a large
+///    frame's rest in one step) or [`recv_buffer`](Self::recv_buffer) and then call
 ///    [`handle_received`](Self::handle_received). Then call
 ///    [`poll_event`](Self::poll_event) (or [`poll_event_owned`](Self::poll_event_owned))
 ///    until it returns `None`. A borrowed event's payload lives until the next call on the
