@@ -386,6 +386,7 @@ impl Connection {
     fn release_slow(&mut self) {
         if self.rx_pending > 0 {
             self.rx.advance(self.rx_pending);
+            self.detach_after_large(self.rx_pending);
             self.rx_pending = 0;
         }
         if self.msg_delivered {
@@ -399,6 +400,17 @@ impl Connection {
         // An idle connection keeps little memory: a buffer grown for one large message is
         // given back once it is empty.
         if self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY {
+            self.rx = BytesMut::new();
+        }
+    }
+
+    /// After `len` bytes were handed over or dropped from the front of the receive
+    /// buffer: when they were a large message and nothing is left, start the next message
+    /// in a new buffer. The empty rest would be a small view into the large allocation
+    /// and keep all of it alive (in a buffer stock, say) with only its own few bytes of
+    /// capacity showing; the message's own handle, if any, now frees it.
+    fn detach_after_large(&mut self, len: usize) {
+        if len > RETAIN_CAPACITY && self.rx.is_empty() {
             self.rx = BytesMut::new();
         }
     }
@@ -536,6 +548,7 @@ impl Connection {
             Loc::Rx(r) => {
                 let frame = self.rx.split_to(self.rx_pending).freeze();
                 self.rx_pending = 0;
+                self.detach_after_large(frame.len());
                 frame.slice(r)
             }
             Loc::Msg => {
