@@ -169,6 +169,9 @@ fi
 # What was measured, for RESULTS.md.
 peers="$(awk '/^name = /{n=$3} /^version = /{gsub(/"/,"",n); if (n ~ /^(tokio-tungstenite|tungstenite|fastwebsockets|tokio-websockets|yawc|tokio|flate2|zlib-rs)$/) {gsub(/"/,"",$3); printf "%s%s %s", sep, n, $3; sep=", "}}' benches/load/Cargo.lock)"
 cpu="$(awk -F: '/model name/{gsub(/^ +/,"",$2); print $2; exit}' /proc/cpuinfo)"
+simd="AVX2, no AVX-512"
+grep -qw avx512f /proc/cpuinfo && simd="AVX-512"
+grep -qw avx2 /proc/cpuinfo || simd="no AVX2"
 cat >"$results/meta.json" <<EOF
 {
   "command": "bash benches/run.sh${1:+ $1}",
@@ -177,7 +180,7 @@ cat >"$results/meta.json" <<EOF
   "git": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)",
   "rustc": "$(rustc --version)",
   "cpu": "$cpu",
-  "machine": "2-core AMD EPYC, AVX-512, shared/noisy; client and server pinned to separate cores",
+  "machine": "$(nproc)-core, $simd, shared/noisy; client and server pinned to separate cores",
   "warmup_s": $WARMUP,
   "measure_s": $MEASURE,
   "idle_conns": $IDLE_CONNS,
