@@ -55,13 +55,10 @@ pub(crate) fn give(mut buf: BytesMut, min: usize) {
     // `Bytes` shares any more, and fails for a view that starts at its allocation already.
     let cap = buf.capacity();
     if !buf.try_reclaim(cap + 1) {
-        // Shared, or never split: `is_unique` tells them apart. (`try_reclaim(min)`
-        // would not: it succeeds without looking when the view has `min` bytes spare.)
-        let frozen = buf.freeze();
-        if !frozen.is_unique() {
-            return;
-        }
-        match frozen.try_into_mut() {
+        // Shared, or never split: `try_into_mut` succeeds only for the latter.
+        // (`try_reclaim(min)` would not tell them apart: it succeeds without looking when
+        // the view has `min` bytes spare.)
+        match buf.freeze().try_into_mut() {
             Ok(unique) => buf = unique,
             Err(_) => return,
         }
