@@ -208,6 +208,21 @@ fn unmask_all(mut bytes: Vec<u8>) -> Vec<u8> {
     out
 }
 
+/// `frames` as a peer of `role` sends them: a server receives them as generated, a client
+/// expects unmasked frames, so the usual masking is flipped (`key` for the unmasked ones).
+fn as_sent_to(role: Role, frames: Vec<RawFrame>, key: [u8; 4]) -> Vec<RawFrame> {
+    if role == Role::Server {
+        return frames;
+    }
+    frames
+        .into_iter()
+        .map(|mut f| {
+            f.key = if f.key.is_some() { None } else { Some(key) };
+            f
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -221,18 +236,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<usize>(), 0..6),
     ) {
         let role = if server { Role::Server } else { Role::Client };
-        let frames: Vec<RawFrame> = if server {
-            frames
-        } else {
-            // A client expects unmasked frames: flip the usual masking.
-            frames
-                .into_iter()
-                .map(|mut f| {
-                    f.key = if f.key.is_some() { None } else { Some([1, 2, 3, 4]) };
-                    f
-                })
-                .collect()
-        };
+        let frames = as_sent_to(role, frames, [1, 2, 3, 4]);
         let bytes = wire(&frames);
         let mut cfg = DecoderConfig::new(role);
         cfg.rsv1_allowed = rsv1_allowed;
@@ -254,17 +258,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<usize>(), 0..6),
     ) {
         let role = if server { Role::Server } else { Role::Client };
-        let frames: Vec<RawFrame> = if server {
-            frames
-        } else {
-            frames
-                .into_iter()
-                .map(|mut f| {
-                    f.key = if f.key.is_some() { None } else { Some([9, 8, 7, 6]) };
-                    f
-                })
-                .collect()
-        };
+        let frames = as_sent_to(role, frames, [9, 8, 7, 6]);
         let delivery = if chunks { Delivery::Chunks } else { Delivery::Whole };
         let bytes = wire(&frames);
         let single = receive(role, delivery, false, &bytes, &cuts);

@@ -98,21 +98,9 @@ fn expected(ops: &[Op]) -> Vec<OwnedEvent> {
 fn receive(role: Role, delivery: Delivery, bytes: &[u8], cuts: &[usize]) -> Vec<OwnedEvent> {
     let mut cfg = Config::default();
     cfg.delivery = delivery;
-    let now = Instant::now();
-    let mut conn = Connection::new(role, cfg, now);
-    let mut events = Vec::new();
-    let mut pos = 0;
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-    cuts.sort_unstable();
-    cuts.push(bytes.len());
-    for cut in cuts {
-        conn.handle_bytes(now, &bytes[pos..cut]);
-        pos = cut;
-        while let Some(e) = conn.poll_event_owned() {
-            events.push(e.expect("valid stream"));
-        }
-    }
-    events
+    receive_with(role, cfg, bytes, cuts, |conn, now, piece| {
+        conn.handle_bytes(now, piece)
+    })
 }
 
 /// As [`receive`], but reading as an IO layer does: into the buffer that
@@ -121,6 +109,21 @@ fn receive(role: Role, delivery: Delivery, bytes: &[u8], cuts: &[usize]) -> Vec<
 fn receive_in_place(role: Role, bytes: &[u8], cuts: &[usize]) -> Vec<OwnedEvent> {
     let mut cfg = Config::default();
     cfg.max_read_ahead = 64;
+    receive_with(role, cfg, bytes, cuts, |conn, now, piece| {
+        conn.reserve_recv(16).extend_from_slice(piece);
+        conn.handle_received(now);
+    })
+}
+
+/// Hands `bytes` to a connection in the pieces `cuts` make (each cut taken modulo the
+/// length), through `feed`, polling every event after each piece.
+fn receive_with(
+    role: Role,
+    cfg: Config,
+    bytes: &[u8],
+    cuts: &[usize],
+    feed: impl Fn(&mut Connection, Instant, &[u8]),
+) -> Vec<OwnedEvent> {
     let now = Instant::now();
     let mut conn = Connection::new(role, cfg, now);
     let mut events = Vec::new();
@@ -129,9 +132,7 @@ fn receive_in_place(role: Role, bytes: &[u8], cuts: &[usize]) -> Vec<OwnedEvent>
     cuts.sort_unstable();
     cuts.push(bytes.len());
     for cut in cuts {
-        let buf = conn.reserve_recv(16);
-        buf.extend_from_slice(&bytes[pos..cut]);
-        conn.handle_received(now);
+        feed(&mut conn, now, &bytes[pos..cut]);
         pos = cut;
         while let Some(e) = conn.poll_event_owned() {
             events.push(e.expect("valid stream"));

@@ -8,18 +8,8 @@ use rapidws::tunnel::Tunnel;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// Deterministic pseudo-random bytes (xorshift), so nothing compresses or repeats.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+mod noise;
+use noise::noise;
 
 /// FNV-1a 64.
 fn checksum(data: &[u8]) -> u64 {
@@ -50,8 +40,8 @@ async fn pump(tunnel: Tunnel<tokio::net::TcpStream>, data: Vec<u8>) -> Vec<u8> {
 async fn copies_mebibytes_both_ways_with_matching_checksums() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://{}/", listener.local_addr().unwrap());
-    let up = pattern(1, 5 << 20);
-    let down = pattern(2, (3 << 20) + 17);
+    let up = noise(5 << 20, 1);
+    let down = noise((3 << 20) + 17, 2);
     let (up_sum, down_sum) = (checksum(&up), checksum(&down));
     let down_for_server = down.clone();
     let server = tokio::spawn(async move {
