@@ -546,10 +546,15 @@ impl Connection {
     fn take(&mut self, loc: Loc) -> Bytes {
         match loc {
             Loc::Rx(r) => {
-                let frame = self.rx.split_to(self.rx_pending).freeze();
+                // The frame leaves the buffer; its payload is cut out of it in place (no
+                // second handle, as `Bytes::slice` would make).
+                let mut frame = self.rx.split_to(self.rx_pending);
+                let frame_len = frame.len();
                 self.rx_pending = 0;
-                self.detach_after_large(frame.len());
-                frame.slice(r)
+                frame.truncate(r.end);
+                frame.advance(r.start);
+                self.detach_after_large(frame_len);
+                frame.freeze()
             }
             Loc::Msg => {
                 self.msg_delivered = false;
@@ -568,10 +573,14 @@ impl Connection {
         if self.input_done() {
             return None;
         }
-        if self.held > self.rx.len() {
-            // The buffer was replaced through `recv_buffer` against its contract; forget
-            // the held frame rather than index past the end.
-            self.held = 0;
+        if self.held >= self.rx.len() {
+            if self.held > self.rx.len() {
+                // The buffer was replaced through `recv_buffer` against its contract;
+                // forget the held frame rather than index past the end.
+                self.held = 0;
+            }
+            // Nothing new to decode (the IO layer asks once more before every read).
+            return None;
         }
         loop {
             let decoded = match self.decoder.decode(&mut self.rx[self.held..]) {
@@ -890,6 +899,12 @@ impl Connection {
     #[inline]
     pub fn has_pending_output(&self) -> bool {
         !self.control_out.is_empty() || !self.data_out.is_empty()
+    }
+
+    /// Bytes of the frames [`poll_transmit`](Self::poll_transmit) has still to give.
+    pub(crate) fn pending_output_len(&self) -> usize {
+        self.control_out.iter().map(Transmit::len).sum::<usize>()
+            + self.data_out.iter().map(Transmit::len).sum::<usize>()
     }
 
     /// Appends all pending output to `out` (for blocking IO and tests).

@@ -9,17 +9,17 @@
 //! the engine stops reading: a ping flood meets TCP backpressure, not a growing queue.
 
 use std::future::Future;
-use std::io;
+use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
 use crate::codec::CloseCode;
-use crate::connection::{self, Connection, Event, OwnedEvent, Raw};
+use crate::connection::{self, Connection, Event, OwnedEvent, Raw, Transmit};
 
 use super::config::Config;
 use super::error::Error;
@@ -99,6 +99,8 @@ pub(crate) struct Engine {
     read_size: usize,
     sleep: Option<Pin<Box<Sleep>>>,
     armed: Option<tokio::time::Instant>,
+    /// The waker the `Sleep` was last polled with since it was set: it wakes that one.
+    timer_waker: Option<Waker>,
     eof: bool,
     state: State,
     /// An error to report once the close frame it caused has been written.
@@ -128,6 +130,7 @@ impl Engine {
             read_size: config.read_buffer_size.max(256),
             sleep: None,
             armed: None,
+            timer_waker: None,
             eof: false,
             state: State::Open,
             pending_error: None,
@@ -150,7 +153,7 @@ impl Engine {
 
     /// Bytes waiting to be written.
     pub(crate) fn queued(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.conn.pending_output_len()
     }
 
     /// Moves the connection's output frames into the send queue.
@@ -159,11 +162,7 @@ impl Engine {
             return;
         }
         while let Some(t) = self.conn.poll_transmit() {
-            // Opcodes 0x8-0xF are control frames (RFC 6455 5.5).
-            if t.header().first().is_some_and(|b| b & 0x08 != 0) {
-                self.control_pending += 1;
-            }
-            self.queue.push(t);
+            self.push(t);
         }
     }
 
@@ -171,14 +170,66 @@ impl Engine {
     pub(crate) fn poll_drain(
         &mut self,
         cx: &mut Context<'_>,
-        wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+        mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
     ) -> Poll<io::Result<()>> {
+        if self.queue.is_empty() {
+            ready!(self.poll_write_through(cx, wr.as_mut()))?;
+        }
         self.take_output();
         let r = self.queue.poll_drain(cx, wr);
         if self.queue.is_empty() {
             self.control_pending = 0;
         }
         r
+    }
+
+    /// With nothing queued and exactly one frame from the connection (a `send` between
+    /// receives, the common case), writes that frame straight from the connection's
+    /// `Transmit`: no copy into the queue's coalesce chunk, no queue entry. What the
+    /// socket does not take goes to the queue as usual. `Pending` only after queueing it.
+    fn poll_write_through(
+        &mut self,
+        cx: &mut Context<'_>,
+        wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+    ) -> Poll<io::Result<()>> {
+        if !self.conn.has_pending_output() || !wr.is_write_vectored() {
+            return Poll::Ready(Ok(()));
+        }
+        let Some(mut t) = self.conn.poll_transmit() else {
+            return Poll::Ready(Ok(()));
+        };
+        if self.conn.has_pending_output() {
+            // Several frames: the queue writes them together.
+            self.push(t);
+            return Poll::Ready(Ok(()));
+        }
+        let parts = [IoSlice::new(t.header()), IoSlice::new(t.payload())];
+        match wr.poll_write_vectored(cx, &parts) {
+            Poll::Ready(Ok(n)) if n == t.len() => {
+                self.control_pending = 0;
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(n)) => {
+                // Partly written (or not at all: the queue's drain reports `WriteZero`).
+                t.advance(n);
+                self.push(t);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                self.push(t);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Queues one frame from the connection.
+    fn push(&mut self, t: Transmit) {
+        // Opcodes 0x8-0xF are control frames (RFC 6455 5.5).
+        if t.header().first().is_some_and(|b| b & 0x08 != 0) {
+            self.control_pending += 1;
+        }
+        self.queue.push(t);
     }
 
     /// Drains, then flushes the IO object.
@@ -220,7 +271,11 @@ impl Engine {
         f: impl FnOnce(&mut Connection) -> Result<(), connection::SendError>,
     ) -> Result<(), Error> {
         let r = f(&mut self.conn);
-        self.take_output();
+        // With nothing queued the frame stays with the connection, for the next drain to
+        // write straight from it (`poll_write_through`); behind queued frames it joins them.
+        if !self.queue.is_empty() {
+            self.take_output();
+        }
         r.map_err(Error::from_send)
     }
 
@@ -235,6 +290,7 @@ impl Engine {
         let Some(at) = deadline else {
             self.sleep = None;
             self.armed = None;
+            self.timer_waker = None;
             return false;
         };
         // Re-arm only for an earlier deadline. Each received message moves the keepalive
@@ -244,16 +300,35 @@ impl Engine {
         // then-current deadline.
         if self.armed.is_none_or(|armed| at < armed) {
             self.armed = Some(at);
+            self.timer_waker = None;
             match self.sleep.as_mut() {
                 Some(s) => s.as_mut().reset(at),
                 None => self.sleep = Some(Box::pin(tokio::time::sleep_until(at))),
             }
         }
-        let fired = self
-            .sleep
-            .as_mut()
-            .is_some_and(|s| s.as_mut().poll(cx).is_ready());
+        let Some(sleep) = self.sleep.as_mut() else {
+            return false;
+        };
+        // Polling the `Sleep` on every pass was a tenth of a small echo's instructions
+        // (callgrind). Once it has been polled with this task's waker since it was last
+        // set, the timer wakes that waker when it fires: until then there is nothing to
+        // poll for.
+        if self
+            .timer_waker
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+            && !sleep.is_elapsed()
+        {
+            return false;
+        }
+        // Out of coop budget, the poll returns `Pending` without registering the waker.
+        let registers = tokio::task::coop::has_budget_remaining();
+        let fired = sleep.as_mut().poll(cx).is_ready();
+        if !fired && registers {
+            self.timer_waker = Some(cx.waker().clone());
+        }
         if fired {
+            self.timer_waker = None;
             self.armed = None;
             if self.state == State::Open {
                 self.conn.handle_timeout(now());
@@ -266,7 +341,7 @@ impl Engine {
         if let State::Open = self.state {
             self.state = State::Finishing { shut_down: false };
             let at = tokio::time::Instant::now() + self.close_timeout();
-            self.armed = None;
+            self.timer_waker = None;
             self.sleep = None;
             self.armed = Some(at);
             self.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
@@ -482,6 +557,7 @@ impl Engine {
         *self.conn.recv_buffer() = BytesMut::new();
         self.state = State::Done;
         self.sleep = None;
+        self.timer_waker = None;
         #[cfg(feature = "tracing")]
         tracing::debug!(
             target: "rapidws::tokio",
