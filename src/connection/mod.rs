@@ -534,6 +534,18 @@ impl Connection {
         }
     }
 
+    /// A whole data message's kind and payload, taken (as [`raw_owned`](Self::raw_owned)
+    /// would); any other event is handed back.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn raw_whole(&mut self, raw: Raw) -> Result<(MessageKind, Bytes), Raw> {
+        match raw {
+            Raw::Data { kind, loc, .. } if self.config.delivery == Delivery::Whole => {
+                Ok((kind, self.take(loc)))
+            }
+            other => Err(other),
+        }
+    }
+
     fn slice(&self, loc: &Loc) -> &[u8] {
         match loc {
             Loc::Rx(r) => &self.rx[r.clone()],

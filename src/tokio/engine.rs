@@ -174,6 +174,10 @@ impl Engine {
     ) -> Poll<io::Result<()>> {
         if self.queue.is_empty() {
             ready!(self.poll_write_through(cx, wr.as_mut()))?;
+            if self.queue.is_empty() && !self.conn.has_pending_output() {
+                self.control_pending = 0;
+                return Poll::Ready(Ok(()));
+            }
         }
         self.take_output();
         let r = self.queue.poll_drain(cx, wr);

@@ -176,6 +176,35 @@ fn lend<'a>(
     }
 }
 
+/// The owning receive loop, shared by [`WebSocket`] and [`ReadHalf`]: the next message,
+/// with chunks (chunk delivery mode) gathered into `slot`. A whole data message goes from
+/// the connection's buffer to a [`Message`] directly, without the core's event in between.
+fn poll_message(
+    engine: &mut Engine,
+    slot: &mut Option<Box<(MessageKind, BytesMut)>>,
+    cx: &mut Context<'_>,
+    ww: Option<&Waker>,
+    io: &mut dyn Io,
+) -> Poll<Result<Option<Message>, Error>> {
+    loop {
+        let Some(raw) = ready!(engine.poll_recv_raw(cx, ww, io))? else {
+            return Poll::Ready(Ok(None));
+        };
+        let ev = match engine.conn.raw_whole(raw) {
+            Ok((MessageKind::Text, data)) => {
+                return Poll::Ready(Ok(Some(Message::Text(Utf8Bytes::from_validated(data)))));
+            }
+            Ok((MessageKind::Binary, data)) => {
+                return Poll::Ready(Ok(Some(Message::Binary(data))));
+            }
+            Err(raw) => engine.conn.raw_owned(raw),
+        };
+        if let Some(m) = gather(slot, ev) {
+            return Poll::Ready(Ok(Some(m)));
+        }
+    }
+}
+
 /// Gathers chunk events into whole messages (for `recv` in chunk delivery mode).
 fn gather(slot: &mut Option<Box<(MessageKind, BytesMut)>>, ev: OwnedEvent) -> Option<Message> {
     match ev {
@@ -266,14 +295,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
         drop_gathered(&mut self.gather, &mut self.gathered);
-        loop {
-            let Some(ev) = ready!(self.poll_event(cx))? else {
-                return Poll::Ready(Ok(None));
-            };
-            if let Some(m) = gather(&mut self.gather, ev) {
-                return Poll::Ready(Ok(Some(m)));
-            }
-        }
+        poll_message(&mut self.engine, &mut self.gather, cx, None, &mut self.io)
     }
 
     /// Receives the next message: text, binary, a ping or pong (already answered), or the
@@ -416,7 +438,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// Waits for room in the send queue, then queues `msg` (no flush).
     pub async fn feed(&mut self, msg: Message) -> Result<(), Error> {
         let len = msg.len();
-        poll_fn(|cx| self.with_room(cx, len)).await?;
+        if !self.engine.has_room(len) {
+            poll_fn(|cx| self.with_room(cx, len)).await?;
+        }
         queue_message(&mut self.engine, msg)
     }
 
@@ -433,9 +457,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// queued leaves it in the queue, written by the next receive or flush.
     pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
         // `feed` then `flush`, written out: a nested `feed` future would hold a second
-        // copy of `msg`, and this future lives inside every handler's.
+        // copy of `msg`, and this future lives inside every handler's. Most sends find
+        // room at once and never build the waiting future.
         let len = msg.len();
-        poll_fn(|cx| self.with_room(cx, len)).await?;
+        if !self.engine.has_room(len) {
+            poll_fn(|cx| self.with_room(cx, len)).await?;
+        }
         queue_message(&mut self.engine, msg)?;
         poll_fn(|cx| self.poll_flush_queue(cx)).await
     }
@@ -853,21 +880,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         let shared = self.shared.clone();
         let mut inner = shared.lock();
         let inner = &mut *inner;
-        loop {
-            let mut io = PairIo {
-                rd: &mut self.rd,
-                wr: &mut inner.wr,
-            };
-            let r = inner
-                .engine
-                .poll_recv(cx, Some(&shared.combined), &mut io as &mut dyn Io);
-            let Some(ev) = ready!(r)? else {
-                return Poll::Ready(Ok(None));
-            };
-            if let Some(m) = gather(&mut self.gather, ev) {
-                return Poll::Ready(Ok(Some(m)));
-            }
-        }
+        let mut io = PairIo {
+            rd: &mut self.rd,
+            wr: &mut inner.wr,
+        };
+        poll_message(
+            &mut inner.engine,
+            &mut self.gather,
+            cx,
+            Some(&shared.combined),
+            &mut io,
+        )
     }
 
     /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
