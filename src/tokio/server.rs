@@ -9,10 +9,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use crate::Role;
-use crate::connection::Connection;
 #[cfg(feature = "deflate")]
-use crate::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
+use crate::deflate::{DeflateConfig, DeflateParams};
 use crate::handshake::{Request, ServerHandshake};
+use crate::layer::open_connection;
 
 use super::config::{Config, ServerConfig};
 use super::error::{Error, Timeout};
@@ -136,16 +136,13 @@ pub(crate) fn open_server<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    #[allow(unused_mut)]
-    let mut conn = Connection::new(
+    let conn = open_connection(
         Role::Server,
-        connection.protocol.clone(),
+        &connection.protocol,
         super::engine::now(),
+        #[cfg(feature = "deflate")]
+        deflate,
     );
-    #[cfg(feature = "deflate")]
-    if let Some((params, deflate)) = deflate {
-        conn.set_deflate(PerMessageDeflate::new(Role::Server, params, deflate));
-    }
     #[cfg(feature = "tracing")]
     tracing::debug!(
         target: "rapidws::tokio",
