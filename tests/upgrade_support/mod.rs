@@ -2,9 +2,7 @@
 //! exchanges for what a WebSocket client cannot send (a plain GET, a wrong version).
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::Bytes;
 use rapidws::deflate::DeflateConfig;
@@ -12,15 +10,10 @@ use rapidws::tokio::{ClientConfig, Message, connect};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Every wait in these tests is bounded by this.
-pub const LIMIT: Duration = Duration::from_secs(20);
-
-/// Awaits `f`, failing the test if it takes longer than [`LIMIT`].
-pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, f)
-        .await
-        .expect("test step timed out")
-}
+// The bounded waits of the tokio tests, so that every test waits by the same rule.
+#[path = "../tokio_support/mod.rs"]
+mod tokio_support;
+pub use tokio_support::bounded;
 
 /// A client that offers permessage-deflate (`deflate`) or not.
 pub fn client(deflate: bool) -> ClientConfig {
