@@ -10,10 +10,12 @@ use rapidws::tokio::{ClientConfig, Message, connect};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-// The bounded waits of the tokio tests, so that every test waits by the same rule.
+// The tokio tests' helpers: bounded waits (every test waits by the same rule), the data
+// pattern, and receiving past pings.
 #[path = "../tokio_support/mod.rs"]
 mod tokio_support;
-pub use tokio_support::bounded;
+use tokio_support::recv_data;
+pub use tokio_support::{bounded, pattern};
 
 /// A client that offers permessage-deflate (`deflate`) or not.
 pub fn client(deflate: bool) -> ClientConfig {
@@ -38,28 +40,9 @@ pub async fn echo_text_and_binary(addr: SocketAddr, path: &str, config: &ClientC
     messages.push(Message::Binary(Bytes::from(vec![b'z'; 300_000])));
     for msg in messages {
         bounded(ws.send(msg.clone())).await.expect("send");
-        let echoed = loop {
-            match bounded(ws.recv()).await.expect("recv").expect("open") {
-                m if m.is_data() => break m,
-                _ => {}
-            }
-        };
-        assert_eq!(echoed, msg);
+        assert_eq!(recv_data(&mut ws).await, msg);
     }
     bounded(ws.close(1000, "")).await.expect("close");
-}
-
-/// `n` bytes of a pattern that does not repeat with a short period.
-pub fn pattern(n: usize) -> Vec<u8> {
-    let mut x: u32 = 0x1234_5678;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 /// An HTTP response read off a raw connection.
