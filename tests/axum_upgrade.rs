@@ -63,10 +63,9 @@ async fn echo(mut ws: HyperWebSocket) {
     }
 }
 
-#[tokio::test]
-async fn echo_without_deflate_when_the_route_declines_it() {
-    let addr = axum_server(PLAIN).await;
-    echo_text_and_binary(addr, "/ws", &client(true)).await;
+/// Offers permessage-deflate in a raw upgrade request; returns the 101 response's
+/// `Sec-WebSocket-Extensions`, if any.
+async fn extension_answering_an_offer(addr: SocketAddr) -> Option<String> {
     let request = upgrade_request(
         "/ws",
         "13",
@@ -74,7 +73,16 @@ async fn echo_without_deflate_when_the_route_declines_it() {
     );
     let (response, _stream) = exchange(addr, request.as_bytes()).await;
     assert_eq!(response.status, 101);
-    assert_eq!(response.header("sec-websocket-extensions"), None);
+    response
+        .header("sec-websocket-extensions")
+        .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn echo_without_deflate_when_the_route_declines_it() {
+    let addr = axum_server(PLAIN).await;
+    echo_text_and_binary(addr, "/ws", &client(true)).await;
+    assert_eq!(extension_answering_an_offer(addr).await, None);
 }
 
 #[tokio::test]
@@ -87,15 +95,8 @@ async fn echo_without_deflate_when_the_client_does_not_offer_it() {
 async fn echo_with_deflate_negotiated() {
     let addr = axum_server(DEFLATE).await;
     echo_text_and_binary(addr, "/ws", &client(true)).await;
-    let request = upgrade_request(
-        "/ws",
-        "13",
-        "Sec-WebSocket-Extensions: permessage-deflate\r\n",
-    );
-    let (response, _stream) = exchange(addr, request.as_bytes()).await;
-    assert_eq!(response.status, 101);
     assert_eq!(
-        response.header("sec-websocket-extensions"),
+        extension_answering_an_offer(addr).await.as_deref(),
         Some("permessage-deflate")
     );
 }
