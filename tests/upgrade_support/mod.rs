@@ -159,3 +159,38 @@ pub async fn read_small_frame(stream: &mut TcpStream, mut have: Vec<u8>) -> (u8,
         have.extend_from_slice(&chunk[..n]);
     }
 }
+
+// Checks both integrations must pass, each against a server routing `/ws` to an echo.
+
+/// A text frame sent in the same write as the upgrade request reaches the echo and comes
+/// back.
+pub async fn assert_early_frame_is_not_lost(addr: SocketAddr) {
+    let mut bytes = upgrade_request("/ws", "13", "").into_bytes();
+    bytes.extend_from_slice(&masked_text_frame(b"early bird"));
+    let (response, mut stream) = exchange(addr, &bytes).await;
+    assert_eq!(response.status, 101);
+    let (first, payload) = read_small_frame(&mut stream, response.rest).await;
+    assert_eq!((first, payload.as_slice()), (0x81, &b"early bird"[..]));
+}
+
+/// A plain GET to `/ws` gets a 400 naming what is missing.
+pub async fn assert_plain_get_is_refused_with_400(addr: SocketAddr) {
+    let (response, _stream) = exchange(
+        addr,
+        b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html\r\n\r\n",
+    )
+    .await;
+    assert_eq!(response.status, 400);
+    assert_eq!(
+        String::from_utf8_lossy(&response.body),
+        "Upgrade header must name websocket"
+    );
+}
+
+/// An upgrade request for WebSocket version 8 gets a 426 naming version 13.
+pub async fn assert_version_8_is_refused_with_426(addr: SocketAddr) {
+    let (response, _stream) = exchange(addr, upgrade_request("/ws", "8", "").as_bytes()).await;
+    assert_eq!(response.status, 426);
+    assert_eq!(response.header("sec-websocket-version"), Some("13"));
+    assert_eq!(response.header("upgrade"), Some("websocket"));
+}
