@@ -19,7 +19,7 @@
 //! idle; the difference divided by `CONNS` is reported as memory per idle connection
 //! (allocator and kernel-side socket buffers not attributed to the process excluded).
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -126,8 +126,7 @@ async fn load(
     window: usize,
 ) -> Result<(u64, f64, f64, f64), Box<dyn std::error::Error>> {
     let url = format!("ws://127.0.0.1:{port}/");
-    let config = ClientConfig::default()
-        .with_connection(Config::default().with_keepalive(None, Duration::from_secs(30)));
+    let config = ClientConfig::default().with_connection(connection_config());
     // Wait (bounded) for the child to listen.
     let mut ready = false;
     for _ in 0..100 {
@@ -191,57 +190,60 @@ async fn load(
     Ok((msgs, wall, cpu, per_conn))
 }
 
+/// The connection settings of both ends: the defaults without keepalive pings, so that no
+/// ping travels beside the measured echoes.
+fn connection_config() -> Config {
+    Config::default().with_keepalive(None, Duration::from_secs(30))
+}
+
+/// Serves every rapidws variant the same way: a loopback listener on `port`, the default
+/// server settings over [`connection_config`], and `handler` on each connection.
+async fn serve_rapidws<F, Fut>(port: u16, handler: F) -> Result<(), Box<dyn std::error::Error>>
+where
+    F: Fn(WebSocket<TcpStream>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    let config = ServerConfig::default().with_connection(connection_config());
+    serve(listener, config, handler).await?;
+    Ok(())
+}
+
 /// `feed`: answer with `feed` (queued; written when the receive loop would wait)
 /// instead of `send` (written at once).
 async fn rapidws_server(port: u16, feed: bool) -> Result<(), Box<dyn std::error::Error>> {
-    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-    let config = ServerConfig::default()
-        .with_connection(Config::default().with_keepalive(None, Duration::from_secs(30)));
-    serve(
-        listener,
-        config,
-        move |mut ws: WebSocket<TcpStream>| async move {
-            while let Ok(Some(msg)) = ws.recv().await {
-                if !msg.is_data() {
-                    continue;
-                }
-                let r = if feed {
-                    ws.feed(msg).await
-                } else {
-                    ws.send(msg).await
-                };
-                if r.is_err() {
-                    return;
-                }
+    serve_rapidws(port, move |mut ws: WebSocket<TcpStream>| async move {
+        while let Ok(Some(msg)) = ws.recv().await {
+            if !msg.is_data() {
+                continue;
             }
-        },
-    )
-    .await?;
-    Ok(())
+            let r = if feed {
+                ws.feed(msg).await
+            } else {
+                ws.send(msg).await
+            };
+            if r.is_err() {
+                return;
+            }
+        }
+    })
+    .await
 }
 
 /// Receives borrowed (`recv_ref`), so an echo must copy the payload to send it back.
 async fn rapidws_ref_server(port: u16) -> Result<(), Box<dyn std::error::Error>> {
-    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-    let config = ServerConfig::default()
-        .with_connection(Config::default().with_keepalive(None, Duration::from_secs(30)));
-    serve(
-        listener,
-        config,
-        move |mut ws: WebSocket<TcpStream>| async move {
-            while let Ok(Some(msg)) = ws.recv_ref().await {
-                if !msg.is_data() {
-                    continue;
-                }
-                let answer = msg.to_message();
-                if ws.send(answer).await.is_err() {
-                    return;
-                }
+    serve_rapidws(port, |mut ws: WebSocket<TcpStream>| async move {
+        while let Ok(Some(msg)) = ws.recv_ref().await {
+            if !msg.is_data() {
+                continue;
             }
-        },
-    )
-    .await?;
-    Ok(())
+            let answer = msg.to_message();
+            if ws.send(answer).await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
 }
 
 async fn tungstenite_server(port: u16) -> Result<(), Box<dyn std::error::Error>> {

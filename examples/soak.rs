@@ -775,9 +775,7 @@ async fn serve_child(args: Args) -> bool {
     use std::io::Write;
     let stats = Arc::new(Stats::default());
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let fds_before = open_fds();
-    let (_, rss_cold) = rss_pair();
-    let heap_cold = heap_kib();
+    let cold = Snapshot::take(&stats);
     let server = {
         let stats = stats.clone();
         tokio::spawn(serve(
@@ -796,7 +794,7 @@ async fn serve_child(args: Args) -> bool {
             }
         }
     });
-    let mut warm: Option<(u64, i64)> = None;
+    let mut warm: Option<Snapshot> = None;
     let mut servers_left = 0;
     while let Some(request) = rx.recv().await {
         if request.trim() != "settle" {
@@ -805,8 +803,7 @@ async fn serve_child(args: Args) -> bool {
         servers_left = settle_local(&stats).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         if warm.is_none() {
-            let (_, rss) = rss_pair();
-            warm = Some((rss, heap_kib()));
+            warm = Some(Snapshot::take(&stats));
         }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "servers {servers_left}");
@@ -815,37 +812,15 @@ async fn serve_child(args: Args) -> bool {
     server.abort();
     let _ = server.await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (_, rss_end) = rss_pair();
-    let heap_end = heap_kib();
-    let fds_end = open_fds();
-    let tasks = stats.tasks_live.load(Ordering::SeqCst);
-    let alive = tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks();
-    let failures = stats.failures.load(Ordering::SeqCst);
-    let (rss_warm, heap_warm) = warm.unwrap_or((rss_cold, heap_cold));
-    println!(
-        "rss (trimmed)      {rss_cold} KiB cold, {rss_warm} KiB after warm-up, {rss_end} KiB at the end"
-    );
-    println!(
-        "live heap          {heap_cold} KiB cold, {heap_warm} KiB after warm-up, {heap_end} KiB at the end"
-    );
-    println!("file descriptors   {fds_before} before, {fds_end} at the end");
-    println!("tasks left         {tasks} echo tasks, {alive} tokio tasks alive");
-    println!("failures           {failures}");
-    let verdict = release_verdict(Release {
+    let release = Release {
         connections_left: servers_left,
-        failures,
-        fds_before,
-        fds_end,
-        tasks,
-        alive,
-        heap_cold,
-        heap_end,
-        rss_warm,
-        rss_end,
-    });
-    report(&verdict)
+        cold,
+        warm: warm.unwrap_or(cold),
+        end: Snapshot::take(&stats),
+    };
+    release.print("echo tasks");
+    println!("failures           {}", release.end.failures);
+    report(&release.verdict())
 }
 
 /// Prints the listener's address for the parent, then hands the listener on.
@@ -857,53 +832,107 @@ fn listener_addr_printed(listener: TcpListener) -> TcpListener {
     listener
 }
 
-/// What the end-of-run checks look at, on one side.
-struct Release {
-    connections_left: usize,
-    failures: u64,
-    fds_before: usize,
-    fds_end: usize,
+/// The process figures the release checks look at, taken at one moment on one side.
+#[derive(Clone, Copy)]
+struct Snapshot {
+    /// `VmRSS` in KiB as found.
+    rss: u64,
+    /// `VmRSS` in KiB after the allocator gave its cached free memory back.
+    rss_trimmed: u64,
+    /// Live heap bytes, in KiB.
+    heap: i64,
+    /// Open file descriptors.
+    fds: usize,
+    /// The soak's own tasks still running (its task counter).
     tasks: usize,
+    /// Tasks tokio counts as alive.
     alive: usize,
-    heap_cold: i64,
-    heap_end: i64,
-    rss_warm: u64,
-    rss_end: u64,
+    /// Failures counted so far.
+    failures: u64,
 }
 
-fn release_verdict(r: Release) -> Vec<String> {
-    let mut verdict = Vec::new();
-    if r.connections_left > 0 {
-        verdict.push("connections left open".to_owned());
+impl Snapshot {
+    /// Trims the allocator (the untrimmed RSS is read first) and reads every figure.
+    fn take(stats: &Stats) -> Self {
+        let (rss, rss_trimmed) = rss_pair();
+        Snapshot {
+            rss,
+            rss_trimmed,
+            heap: heap_kib(),
+            fds: open_fds(),
+            tasks: stats.tasks_live.load(Ordering::SeqCst),
+            alive: tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks(),
+            failures: stats.failures.load(Ordering::SeqCst),
+        }
     }
-    if r.failures > 0 {
-        verdict.push(format!("{} failures", r.failures));
+}
+
+/// What the end-of-run checks look at, on one side: the process before the first
+/// connection, after the warm-up, and at the end.
+struct Release {
+    connections_left: usize,
+    cold: Snapshot,
+    warm: Snapshot,
+    end: Snapshot,
+}
+
+impl Release {
+    /// Prints the checked figures; `tasks` names what the soak's task counter counts.
+    fn print(&self, tasks: &str) {
+        let (cold, warm, end) = (&self.cold, &self.warm, &self.end);
+        println!(
+            "rss (trimmed)      {} KiB cold, {} KiB after warm-up, {} KiB at the end",
+            cold.rss_trimmed, warm.rss_trimmed, end.rss_trimmed
+        );
+        println!(
+            "live heap          {} KiB cold, {} KiB after warm-up, {} KiB at the end",
+            cold.heap, warm.heap, end.heap
+        );
+        println!(
+            "file descriptors   {} before, {} at the end",
+            cold.fds, end.fds
+        );
+        println!(
+            "tasks left         {} {tasks}, {} tokio tasks alive",
+            end.tasks, end.alive
+        );
     }
-    if r.fds_end > r.fds_before {
-        verdict.push(format!(
-            "{} file descriptors leaked",
-            r.fds_end - r.fds_before
-        ));
+
+    /// What failed; empty when everything was released.
+    fn verdict(&self) -> Vec<String> {
+        let (cold, warm, end) = (&self.cold, &self.warm, &self.end);
+        let mut verdict = Vec::new();
+        if self.connections_left > 0 {
+            verdict.push("connections left open".to_owned());
+        }
+        if end.failures > 0 {
+            verdict.push(format!("{} failures", end.failures));
+        }
+        if end.fds > cold.fds {
+            verdict.push(format!("{} file descriptors leaked", end.fds - cold.fds));
+        }
+        if end.tasks != 0 || end.alive > 0 {
+            verdict.push(format!(
+                "{} soak tasks / {} tokio tasks left",
+                end.tasks, end.alive
+            ));
+        }
+        if end.heap as f64 > cold.heap as f64 * 1.10 + 1024.0 {
+            verdict.push(format!(
+                "live heap grew from {} to {} KiB",
+                cold.heap, end.heap
+            ));
+        }
+        if end.rss_trimmed as f64 > warm.rss_trimmed as f64 * 1.10 {
+            verdict.push(format!(
+                "rss (trimmed) grew from {} to {} KiB",
+                warm.rss_trimmed, end.rss_trimmed
+            ));
+        }
+        verdict
     }
-    if r.tasks != 0 || r.alive > 0 {
-        verdict.push(format!(
-            "{} soak tasks / {} tokio tasks left",
-            r.tasks, r.alive
-        ));
-    }
-    if r.heap_end as f64 > r.heap_cold as f64 * 1.10 + 1024.0 {
-        verdict.push(format!(
-            "live heap grew from {} to {} KiB",
-            r.heap_cold, r.heap_end
-        ));
-    }
-    if r.rss_end as f64 > r.rss_warm as f64 * 1.10 {
-        verdict.push(format!(
-            "rss (trimmed) grew from {} to {} KiB",
-            r.rss_warm, r.rss_end
-        ));
-    }
-    verdict
 }
 
 fn report(verdict: &[String]) -> bool {
@@ -958,9 +987,7 @@ fn main() {
 
 async fn run(args: Args) -> bool {
     let stats = Arc::new(Stats::default());
-    let fds_before = open_fds();
-    let (_, rss_cold) = rss_pair();
-    let heap_cold = heap_kib();
+    let cold = Snapshot::take(&stats);
     let (mut server, url) = Server::start(&args, &stats).await;
     let url = Arc::new(url);
     // The in-process listener is one more descriptor that goes away with the server.
@@ -976,8 +1003,8 @@ async fn run(args: Args) -> bool {
         } else {
             "in this process"
         },
-        rss_cold,
-        fds_before
+        cold.rss_trimmed,
+        cold.fds
     );
 
     let mut ok = phase(
@@ -991,12 +1018,10 @@ async fn run(args: Args) -> bool {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (rss_warm, rss_warm_trimmed) = rss_pair();
-    let heap_warm = heap_kib();
-    let failures_warm = stats.failures.load(Ordering::SeqCst);
+    let warm = Snapshot::take(&stats);
     eprintln!(
-        "after warm-up: rss {rss_warm} KiB ({rss_warm_trimmed} KiB trimmed), heap {heap_warm} KiB, {} fds",
-        open_fds()
+        "after warm-up: rss {} KiB ({} KiB trimmed), heap {} KiB, {} fds",
+        warm.rss, warm.rss_trimmed, warm.heap, warm.fds
     );
 
     let t0 = Instant::now();
@@ -1015,15 +1040,13 @@ async fn run(args: Args) -> bool {
     let server_ok = server.stop().await;
     // Give the runtime a moment to drop what the aborted tasks held.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (rss_end, rss_end_trimmed) = rss_pair();
-    let heap_end = heap_kib();
-    let fds_end = open_fds();
-    let tasks = stats.tasks_live.load(Ordering::SeqCst);
     // `run` itself is the runtime's `block_on` future, not a task: none should be alive.
-    let alive = tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks();
-    let failures = stats.failures.load(Ordering::SeqCst);
+    let release = Release {
+        connections_left: usize::from(!ok),
+        cold,
+        warm,
+        end: Snapshot::take(&stats),
+    };
 
     let s = &stats;
     let secs = soak_time.as_secs_f64().max(1.0);
@@ -1053,31 +1076,17 @@ async fn run(args: Args) -> bool {
         s.server_closes.load(Ordering::SeqCst),
         s.drops.load(Ordering::SeqCst)
     );
-    println!("failures           {failures} ({failures_warm} in warm-up)");
     println!(
-        "rss                {rss_cold} KiB cold, {rss_warm} KiB after warm-up, {rss_end} KiB at the end"
+        "failures           {} ({} in warm-up)",
+        release.end.failures, release.warm.failures
     );
     println!(
-        "rss (trimmed)      {rss_cold} KiB cold, {rss_warm_trimmed} KiB after warm-up, {rss_end_trimmed} KiB at the end"
+        "rss                {} KiB cold, {} KiB after warm-up, {} KiB at the end",
+        cold.rss_trimmed, warm.rss, release.end.rss
     );
-    println!(
-        "live heap          {heap_cold} KiB cold, {heap_warm} KiB after warm-up, {heap_end} KiB at the end"
-    );
-    println!("file descriptors   {fds_before} before, {fds_end} at the end");
-    println!("tasks left         {tasks} soak tasks, {alive} tokio tasks alive");
+    release.print("soak tasks");
 
-    let mut verdict = release_verdict(Release {
-        connections_left: usize::from(!ok),
-        failures,
-        fds_before,
-        fds_end,
-        tasks,
-        alive,
-        heap_cold,
-        heap_end,
-        rss_warm: rss_warm_trimmed,
-        rss_end: rss_end_trimmed,
-    });
+    let mut verdict = release.verdict();
     if !server_ok {
         verdict.push("the server process failed its checks".to_owned());
     }

@@ -51,7 +51,7 @@ use crate::Role;
 use crate::codec::{CloseCode, MessageKind, ProtocolError};
 use crate::connection::{self, Connection, OwnedEvent, SendError};
 #[cfg(feature = "deflate")]
-use crate::deflate::{DeflateConfig, DeflateError, PerMessageDeflate};
+use crate::deflate::{DeflateConfig, DeflateError, DeflateParams};
 use crate::handshake::{self, ClientError, ClientHandshake, ClientRequest, ServerError};
 use crate::handshake::{Request, ServerHandshake};
 
@@ -99,57 +99,12 @@ pub enum Error {
     Proxy(crate::tokio::ProxyError),
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Io(e) => write!(f, "IO error: {e}"),
-            Error::Protocol(e) => write!(f, "protocol error: {e}"),
-            #[cfg(feature = "deflate")]
-            Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
-            Error::Timeout(t) => write!(f, "{}", connection::Error::Timeout(*t)),
-            Error::ClientHandshake(e) => write!(f, "handshake failed: {e}"),
-            Error::ServerHandshake(e) => write!(f, "handshake refused: {e}"),
-            Error::Rejected(s) => write!(f, "upgrade refused with status {s}"),
-            Error::TlsUnsupported => f.write_str("wss:// needs a TLS stream"),
-            Error::Closed => f.write_str("connection closed"),
-            Error::Send(e) => write!(f, "send refused: {e}"),
-            #[cfg(feature = "proxy")]
-            Error::Proxy(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io(e) => Some(e),
-            Error::Protocol(e) => Some(e),
-            #[cfg(feature = "deflate")]
-            Error::Deflate(e) => Some(e),
-            Error::ClientHandshake(e) => Some(e),
-            Error::ServerHandshake(e) => Some(e),
-            Error::Send(e) => Some(e),
-            #[cfg(feature = "proxy")]
-            Error::Proxy(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<io::Error> for Error {
-    fn from(e: io::Error) -> Self {
-        Error::Io(e)
-    }
-}
+crate::layer::layer_error!(Error, |f| {
+    Error::Timeout(t) => write!(f, "{}", connection::Error::Timeout(*t)), None;
+    Error::TlsUnsupported => f.write_str("wss:// needs a TLS stream"), None;
+});
 
 impl Error {
-    fn from_send(e: SendError) -> Self {
-        match e {
-            SendError::Closed => Error::Closed,
-            other => Error::Send(other),
-        }
-    }
-
     fn from_connection(e: connection::Error) -> Self {
         match e {
             connection::Error::Protocol(p) => Error::Protocol(p),
@@ -474,15 +429,11 @@ pub fn client_handshake<S: Read + Write>(
 
 fn run_client_handshake<S: Read + Write>(
     mut stream: S,
-    mut request: ClientRequest,
+    request: ClientRequest,
     config: &ClientConfig,
 ) -> Result<WebSocket<S>, Error> {
-    for p in &config.subprotocols {
-        request = request.subprotocol(p.as_str());
-    }
-    for (name, value) in &config.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
+    let request =
+        crate::layer::with_client_options(request, &config.subprotocols, &config.headers, None);
     let (mut hs, bytes) =
         ClientHandshake::new(&request, config.handshake.clone()).map_err(Error::ClientHandshake)?;
     stream.write_all(&bytes)?;
@@ -496,29 +447,15 @@ fn run_client_handshake<S: Read + Write>(
             Err(e) => return Err(Error::ClientHandshake(e)),
         }
     };
-    #[allow(unused_mut)]
-    let mut compressed = false;
-    #[allow(unused_mut)]
-    let mut conn = Connection::new(
-        Role::Client,
-        config.connection.protocol.clone(),
-        Instant::now(),
-    );
-    #[cfg(feature = "deflate")]
-    if let (Some(params), Some(deflate)) = (upgraded.deflate, config.handshake.deflate.as_ref()) {
-        conn.set_deflate(PerMessageDeflate::new(Role::Client, params, deflate));
-        compressed = true;
-    }
-    trace_open(Role::Client);
-    let mut ws = WebSocket::from_connection(
+    Ok(WebSocket::open(
         stream,
-        conn,
+        Role::Client,
         &config.connection,
+        #[cfg(feature = "deflate")]
+        upgraded.deflate.zip(config.handshake.deflate.as_ref()),
         &upgraded.leftover,
         upgraded.subprotocol,
-    );
-    ws.deflate = compressed;
-    Ok(ws)
+    ))
 }
 
 /// Reads at least one byte; end of stream is `UnexpectedEof`.
@@ -581,29 +518,15 @@ where
     };
     stream.write_all(&accepted.response)?;
     stream.flush()?;
-    #[allow(unused_mut)]
-    let mut compressed = false;
-    #[allow(unused_mut)]
-    let mut conn = Connection::new(
-        Role::Server,
-        config.connection.protocol.clone(),
-        Instant::now(),
-    );
-    #[cfg(feature = "deflate")]
-    if let (Some(params), Some(deflate)) = (accepted.deflate, config.handshake.deflate.as_ref()) {
-        conn.set_deflate(PerMessageDeflate::new(Role::Server, params, deflate));
-        compressed = true;
-    }
-    trace_open(Role::Server);
-    let mut ws = WebSocket::from_connection(
+    Ok(WebSocket::open(
         stream,
-        conn,
+        Role::Server,
         &config.connection,
+        #[cfg(feature = "deflate")]
+        accepted.deflate.zip(config.handshake.deflate.as_ref()),
         &accepted.leftover,
         accepted.subprotocol,
-    );
-    ws.deflate = compressed;
-    Ok(ws)
+    ))
 }
 
 #[cfg(feature = "tracing")]
@@ -673,6 +596,33 @@ impl<S: Read + Write> WebSocket<S> {
     pub fn from_raw(stream: S, role: Role, config: &Config, leftover: &[u8]) -> Self {
         let conn = Connection::new(role, config.protocol.clone(), Instant::now());
         Self::from_connection(stream, conn, config, leftover, None)
+    }
+
+    /// The connection for a finished opening handshake (either role), with the agreed
+    /// permessage-deflate parameters and this end's deflate settings, if any.
+    fn open(
+        stream: S,
+        role: Role,
+        config: &Config,
+        #[cfg(feature = "deflate")] deflate: Option<(DeflateParams, &DeflateConfig)>,
+        leftover: &[u8],
+        subprotocol: Option<String>,
+    ) -> Self {
+        #[cfg(feature = "deflate")]
+        let compressed = deflate.is_some();
+        #[cfg(not(feature = "deflate"))]
+        let compressed = false;
+        let conn = crate::layer::open_connection(
+            role,
+            &config.protocol,
+            Instant::now(),
+            #[cfg(feature = "deflate")]
+            deflate,
+        );
+        trace_open(role);
+        let mut ws = Self::from_connection(stream, conn, config, leftover, subprotocol);
+        ws.deflate = compressed;
+        ws
     }
 
     fn from_connection(

@@ -66,9 +66,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
-use crate::tokio::{self as ws, ClientConfig, CloseFrame, Message, ServerConfig, WebSocket};
+use crate::tokio::{
+    self as ws, Acceptor, ClientConfig, CloseFrame, Message, ServerConfig, WebSocket,
+};
 
 /// RFC 6455 7.4.1: 1011, the server met a condition that prevented it from fulfilling
 /// the request.
@@ -283,33 +284,10 @@ where
     H: Handler,
     F: Fn(SocketAddr) -> H + Send + Sync + 'static,
 {
-    let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let acceptor = Acceptor::new(listener, config.max_connections);
     let config = Arc::new(config);
     loop {
-        let permit = limit
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| io::Error::other("connection limit closed"))?;
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::ConnectionAborted
-                        | io::ErrorKind::ConnectionReset
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue;
-            }
-            Err(_) => {
-                // Out of descriptors or memory: pause instead of spinning.
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let (stream, peer, permit) = acceptor.next().await?;
         let config = config.clone();
         let handler = catch_unwind(AssertUnwindSafe(|| factory(peer)));
         tokio::spawn(async move {

@@ -329,6 +329,8 @@ pub mod handshake;
 #[cfg(feature = "hyper")]
 pub mod hyper;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+mod layer;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod message;
 pub mod prepared;
 #[cfg(feature = "rustls")]

@@ -63,10 +63,9 @@ async fn echo(mut ws: HyperWebSocket) {
     }
 }
 
-#[tokio::test]
-async fn echo_without_deflate_when_the_route_declines_it() {
-    let addr = axum_server(PLAIN).await;
-    echo_text_and_binary(addr, "/ws", &client(true)).await;
+/// Offers permessage-deflate in a raw upgrade request; returns the 101 response's
+/// `Sec-WebSocket-Extensions`, if any.
+async fn extension_answering_an_offer(addr: SocketAddr) -> Option<String> {
     let request = upgrade_request(
         "/ws",
         "13",
@@ -74,7 +73,16 @@ async fn echo_without_deflate_when_the_route_declines_it() {
     );
     let (response, _stream) = exchange(addr, request.as_bytes()).await;
     assert_eq!(response.status, 101);
-    assert_eq!(response.header("sec-websocket-extensions"), None);
+    response
+        .header("sec-websocket-extensions")
+        .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn echo_without_deflate_when_the_route_declines_it() {
+    let addr = axum_server(PLAIN).await;
+    echo_text_and_binary(addr, "/ws", &client(true)).await;
+    assert_eq!(extension_answering_an_offer(addr).await, None);
 }
 
 #[tokio::test]
@@ -87,15 +95,8 @@ async fn echo_without_deflate_when_the_client_does_not_offer_it() {
 async fn echo_with_deflate_negotiated() {
     let addr = axum_server(DEFLATE).await;
     echo_text_and_binary(addr, "/ws", &client(true)).await;
-    let request = upgrade_request(
-        "/ws",
-        "13",
-        "Sec-WebSocket-Extensions: permessage-deflate\r\n",
-    );
-    let (response, _stream) = exchange(addr, request.as_bytes()).await;
-    assert_eq!(response.status, 101);
     assert_eq!(
-        response.header("sec-websocket-extensions"),
+        extension_answering_an_offer(addr).await.as_deref(),
         Some("permessage-deflate")
     );
 }
@@ -140,27 +141,13 @@ async fn max_message_size_builder_applies_to_the_connection() {
 #[tokio::test]
 async fn frame_sent_right_after_the_request_is_not_lost() {
     let addr = axum_server(PLAIN).await;
-    let mut bytes = upgrade_request("/ws", "13", "").into_bytes();
-    bytes.extend_from_slice(&masked_text_frame(b"early bird"));
-    let (response, mut stream) = exchange(addr, &bytes).await;
-    assert_eq!(response.status, 101);
-    let (first, payload) = read_small_frame(&mut stream, response.rest).await;
-    assert_eq!((first, payload.as_slice()), (0x81, &b"early bird"[..]));
+    assert_early_frame_is_not_lost(addr).await;
 }
 
 #[tokio::test]
 async fn plain_get_to_the_websocket_route_is_rejected_with_400() {
     let addr = axum_server(PLAIN).await;
-    let (response, _stream) = exchange(
-        addr,
-        b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html\r\n\r\n",
-    )
-    .await;
-    assert_eq!(response.status, 400);
-    assert_eq!(
-        String::from_utf8_lossy(&response.body),
-        "Upgrade header must name websocket"
-    );
+    assert_plain_get_is_refused_with_400(addr).await;
     let (other, _stream) = exchange(addr, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await;
     assert_eq!((other.status, other.body.as_slice()), (200, &b"plain"[..]));
 }
@@ -168,8 +155,5 @@ async fn plain_get_to_the_websocket_route_is_rejected_with_400() {
 #[tokio::test]
 async fn unsupported_websocket_version_is_rejected_with_426_naming_13() {
     let addr = axum_server(PLAIN).await;
-    let (response, _stream) = exchange(addr, upgrade_request("/ws", "8", "").as_bytes()).await;
-    assert_eq!(response.status, 426);
-    assert_eq!(response.header("sec-websocket-version"), Some("13"));
-    assert_eq!(response.header("upgrade"), Some("websocket"));
+    assert_version_8_is_refused_with_426(addr).await;
 }

@@ -8,40 +8,22 @@ use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
 use rapidws::connection::{Config, Connection, Delivery, Error, OwnedEvent};
 use rapidws::deflate::{DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate};
 
+mod connection_support;
 mod noise;
+use connection_support::drain;
 use noise::noise;
-
-fn params() -> DeflateParams {
-    DeflateParams {
-        server_no_context_takeover: false,
-        client_no_context_takeover: false,
-        server_max_window_bits: 15,
-        client_max_window_bits: 15,
-    }
-}
 
 fn conn(role: Role, config: Config) -> Connection {
     let mut dc = DeflateConfig::default();
     dc.min_size = 0;
     let mut c = Connection::new(role, config, Instant::now());
-    c.set_deflate(PerMessageDeflate::new(role, params(), &dc));
+    c.set_deflate(PerMessageDeflate::new(role, DeflateParams::default(), &dc));
     c
 }
 
 fn wire_of(conn: &mut Connection) -> Vec<u8> {
     let mut out = Vec::new();
     conn.write_pending(&mut out);
-    out
-}
-
-fn events(conn: &mut Connection) -> Vec<Result<OwnedEvent, Error>> {
-    let mut out = Vec::new();
-    for _ in 0..10_000 {
-        match conn.poll_event_owned() {
-            Some(e) => out.push(e),
-            None => break,
-        }
-    }
     out
 }
 
@@ -63,11 +45,11 @@ fn compressed_messages_round_trip_both_ways_with_rsv1() {
         assert_eq!(wire[0], 0xc1, "FIN + RSV1 + text");
         assert!(wire.len() < msg.len());
         server.handle_bytes(Instant::now(), &wire);
-        assert_eq!(events(&mut server), vec![text(&msg)]);
+        assert_eq!(drain(&mut server), vec![text(&msg)]);
         server.send_text(&msg).unwrap();
         let wire = wire_of(&mut server);
         client.handle_bytes(Instant::now(), &wire);
-        assert_eq!(events(&mut client), vec![text(&msg)]);
+        assert_eq!(drain(&mut client), vec![text(&msg)]);
     }
 }
 
@@ -90,7 +72,7 @@ fn compressed_fragmented_message_sets_rsv1_on_first_frame_only() {
     assert_eq!(frames[0] & 0x40, 0x40);
     assert!(frames[1..].iter().all(|b| b & 0x40 == 0));
     let mut got = Vec::new();
-    for e in events(&mut server) {
+    for e in drain(&mut server) {
         match e {
             Ok(OwnedEvent::Chunk { data, .. }) => got.extend_from_slice(&data),
             other => panic!("{other:?}"),
@@ -111,13 +93,13 @@ fn inflate_stops_at_max_message_size() {
     assert!(wire.len() < 100_000);
     server.handle_bytes(Instant::now(), &wire);
     assert_eq!(
-        events(&mut server),
+        drain(&mut server),
         vec![Err(Error::Deflate(DeflateError::TooLarge))]
     );
     let mut peer = Connection::new(Role::Client, Config::default(), Instant::now());
     peer.handle_bytes(Instant::now(), &wire_of(&mut server));
     assert_eq!(
-        events(&mut peer),
+        drain(&mut peer),
         vec![Ok(OwnedEvent::Close(Some((
             CloseCode::TOO_BIG,
             String::new()
@@ -130,7 +112,7 @@ fn corrupt_deflate_data_fails_with_1007() {
     let mut client = conn(Role::Client, Config::default());
     // RSV1 + FIN + binary, unmasked (server to client), payload that is no deflate stream.
     client.handle_bytes(Instant::now(), &[0xc2, 0x04, 0xff, 0xff, 0xff, 0xff]);
-    let evs = events(&mut client);
+    let evs = drain(&mut client);
     assert_eq!(evs, vec![Err(Error::Deflate(DeflateError::Corrupt))]);
     assert_eq!(
         evs[0].as_ref().unwrap_err().close_code(),
@@ -147,7 +129,7 @@ fn compressed_invalid_utf8_text_fails_with_1007() {
         .unwrap();
     server.handle_bytes(Instant::now(), &wire_of(&mut client));
     assert_eq!(
-        events(&mut server),
+        drain(&mut server),
         vec![Err(Error::Protocol(ProtocolError::InvalidUtf8))]
     );
 }
@@ -157,7 +139,7 @@ fn rsv1_refused_when_deflate_not_agreed() {
     let mut client = Connection::new(Role::Client, Config::default(), Instant::now());
     client.handle_bytes(Instant::now(), &[0xc1, 0x01, b'a']);
     assert_eq!(
-        events(&mut client),
+        drain(&mut client),
         vec![Err(Error::Protocol(ProtocolError::ReservedBits))]
     );
 }
@@ -173,7 +155,7 @@ fn incompressible_message_goes_with_rsv1_clear_and_text_around_it_still_decodes(
         let wire = wire_of(&mut server);
         assert_eq!(wire[0], 0xc1, "FIN + RSV1 + text");
         client.handle_bytes(Instant::now(), &wire);
-        assert_eq!(events(&mut client), vec![text(&msg)]);
+        assert_eq!(drain(&mut client), vec![text(&msg)]);
         // Both ways of sending: copied (`send`) and owned (`send_bytes`).
         if round % 2 == 0 {
             server.send_binary(&random).unwrap();
@@ -187,7 +169,7 @@ fn incompressible_message_goes_with_rsv1_clear_and_text_around_it_still_decodes(
         assert_eq!(wire.len(), 4 + random.len(), "sent as it is");
         client.handle_bytes(Instant::now(), &wire);
         assert_eq!(
-            events(&mut client),
+            drain(&mut client),
             vec![Ok(OwnedEvent::Message {
                 kind: MessageKind::Binary,
                 data: bytes::Bytes::from(random.clone()),

@@ -9,6 +9,9 @@ use rapidws::connection::{
     Config, Connection, Delivery, Error, Event, OwnedEvent, SendError, Timeout,
 };
 
+mod connection_support;
+use connection_support::drain;
+
 struct Pair {
     client: Connection,
     server: Connection,
@@ -45,17 +48,6 @@ fn pump(from: &mut Connection, to: &mut Connection, now: Instant) -> usize {
     wire.len()
 }
 
-fn events(conn: &mut Connection) -> Vec<Result<OwnedEvent, Error>> {
-    let mut out = Vec::new();
-    for _ in 0..10_000 {
-        match conn.poll_event_owned() {
-            Some(e) => out.push(e),
-            None => break,
-        }
-    }
-    out
-}
-
 fn msg(kind: MessageKind, data: &[u8]) -> Result<OwnedEvent, Error> {
     Ok(OwnedEvent::Message {
         kind,
@@ -70,7 +62,7 @@ fn messages_flow_both_ways() {
     p.client.send_binary(&[1, 2, 3]).unwrap();
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(
-        events(&mut p.server),
+        drain(&mut p.server),
         vec![
             msg(MessageKind::Text, b"hello"),
             msg(MessageKind::Binary, &[1, 2, 3])
@@ -78,10 +70,7 @@ fn messages_flow_both_ways() {
     );
     p.server.send_text("world").unwrap();
     pump(&mut p.server, &mut p.client, p.now);
-    assert_eq!(
-        events(&mut p.client),
-        vec![msg(MessageKind::Text, b"world")]
-    );
+    assert_eq!(drain(&mut p.client), vec![msg(MessageKind::Text, b"world")]);
 }
 
 #[test]
@@ -102,14 +91,14 @@ fn ping_is_answered_automatically() {
     p.client.ping(b"are you there").unwrap();
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(
-        events(&mut p.server),
+        drain(&mut p.server),
         vec![Ok(OwnedEvent::Ping(bytes::Bytes::from_static(
             b"are you there"
         )))]
     );
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
-        events(&mut p.client),
+        drain(&mut p.client),
         vec![Ok(OwnedEvent::Pong(bytes::Bytes::from_static(
             b"are you there"
         )))]
@@ -123,7 +112,7 @@ fn auto_pong_can_be_turned_off() {
     let mut p = Pair::with(Config::default(), cfg);
     p.client.ping(b"x").unwrap();
     pump(&mut p.client, &mut p.server, p.now);
-    assert_eq!(events(&mut p.server).len(), 1);
+    assert_eq!(drain(&mut p.server).len(), 1);
     assert!(!p.server.has_pending_output());
 }
 
@@ -139,7 +128,7 @@ fn fragmented_message_with_interleaved_ping_is_assembled() {
     p.client.end_message("ed".as_bytes()).unwrap();
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(
-        events(&mut p.server),
+        drain(&mut p.server),
         vec![
             Ok(OwnedEvent::Ping(bytes::Bytes::from_static(b"mid"))),
             msg(MessageKind::Text, b"fragmented")
@@ -156,7 +145,7 @@ fn chunk_delivery_streams_the_message() {
     p.client.send_chunk(&[1; 100]).unwrap();
     p.client.end_message(&[2; 50]).unwrap();
     pump(&mut p.client, &mut p.server, p.now);
-    let evs = events(&mut p.server);
+    let evs = drain(&mut p.server);
     let mut total = Vec::new();
     for (i, e) in evs.iter().enumerate() {
         match e {
@@ -204,7 +193,7 @@ fn close_initiated_by_client() {
     assert_eq!(p.client.send_text("late"), Err(SendError::Closed));
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(
-        events(&mut p.server),
+        drain(&mut p.server),
         vec![Ok(OwnedEvent::Close(Some((
             CloseCode::NORMAL,
             "bye".into()
@@ -213,7 +202,7 @@ fn close_initiated_by_client() {
     assert!(p.server.is_closed());
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
-        events(&mut p.client),
+        drain(&mut p.client),
         vec![Ok(OwnedEvent::Close(Some((
             CloseCode::NORMAL,
             String::new()
@@ -229,14 +218,14 @@ fn close_initiated_by_server() {
     p.server.close(p.now, CloseCode::GOING_AWAY, "").unwrap();
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
-        events(&mut p.client),
+        drain(&mut p.client),
         vec![Ok(OwnedEvent::Close(Some((
             CloseCode::GOING_AWAY,
             String::new()
         ))))]
     );
     pump(&mut p.client, &mut p.server, p.now);
-    assert_eq!(events(&mut p.server).len(), 1);
+    assert_eq!(drain(&mut p.server).len(), 1);
     assert!(p.client.is_closed() && p.server.is_closed());
 }
 
@@ -248,11 +237,11 @@ fn simultaneous_close_completes_on_both_sides() {
     pump(&mut p.client, &mut p.server, p.now);
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
-        events(&mut p.server),
+        drain(&mut p.server),
         vec![Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, "c".into()))))]
     );
     assert_eq!(
-        events(&mut p.client),
+        drain(&mut p.client),
         vec![Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, "s".into()))))]
     );
     assert!(p.client.is_closed() && p.server.is_closed());
@@ -277,11 +266,11 @@ fn data_after_our_close_is_discarded_until_peer_close() {
     p.server.send_text("in flight").unwrap();
     p.client.close(p.now, CloseCode::NORMAL, "").unwrap();
     pump(&mut p.server, &mut p.client, p.now);
-    assert!(events(&mut p.client).is_empty());
+    assert!(drain(&mut p.client).is_empty());
     pump(&mut p.client, &mut p.server, p.now);
-    assert_eq!(events(&mut p.server).len(), 1);
+    assert_eq!(drain(&mut p.server).len(), 1);
     pump(&mut p.server, &mut p.client, p.now);
-    assert_eq!(events(&mut p.client).len(), 1);
+    assert_eq!(drain(&mut p.client).len(), 1);
     assert!(p.client.is_closed());
 }
 
@@ -316,7 +305,7 @@ fn expect_failure(bytes: &[u8], role: Role, code: u16, err: ProtocolError) {
     let now = Instant::now();
     let mut conn = Connection::new(role, Config::default(), now);
     conn.handle_bytes(now, bytes);
-    assert_eq!(events(&mut conn), vec![Err(Error::Protocol(err))]);
+    assert_eq!(drain(&mut conn), vec![Err(Error::Protocol(err))]);
     assert!(conn.is_closed());
     let mut wire = Vec::new();
     conn.write_pending(&mut wire);
@@ -332,7 +321,7 @@ fn expect_failure(bytes: &[u8], role: Role, code: u16, err: ProtocolError) {
     );
     peer.handle_bytes(now, &wire);
     assert_eq!(
-        events(&mut peer),
+        drain(&mut peer),
         vec![Ok(OwnedEvent::Close(Some((
             CloseCode(code),
             String::new()
@@ -398,12 +387,12 @@ fn message_over_limit_in_fragments_fails_with_1009() {
     p.client.end_message(&[0; 60]).unwrap();
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(
-        events(&mut p.server),
+        drain(&mut p.server),
         vec![Err(Error::Protocol(ProtocolError::MessageTooLarge))]
     );
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
-        events(&mut p.client),
+        drain(&mut p.client),
         vec![Ok(OwnedEvent::Close(Some((
             CloseCode::TOO_BIG,
             String::new()
@@ -422,7 +411,7 @@ fn prepared_frame_is_sent_as_is_by_server_only() {
     );
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
-        events(&mut p.client),
+        drain(&mut p.client),
         vec![msg(MessageKind::Text, b"broadcast")]
     );
 }
@@ -463,7 +452,7 @@ fn keepalive_ping_then_pong_timeout() {
     assert_eq!(ping.header(), &[0x89, 0x00]);
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(15)));
     conn.handle_timeout(t0 + Duration::from_secs(15));
-    assert_eq!(events(&mut conn), vec![Err(Error::Timeout(Timeout::Pong))]);
+    assert_eq!(drain(&mut conn), vec![Err(Error::Timeout(Timeout::Pong))]);
     assert!(conn.is_closed());
     assert_eq!(conn.poll_timeout(), None);
 }
@@ -476,10 +465,10 @@ fn keepalive_pong_answer_rearms_the_timer() {
     let t1 = p.now + Duration::from_secs(10);
     p.server.handle_timeout(t1);
     pump(&mut p.server, &mut p.client, t1);
-    assert_eq!(events(&mut p.client).len(), 1);
+    assert_eq!(drain(&mut p.client).len(), 1);
     let t2 = t1 + Duration::from_secs(1);
     pump(&mut p.client, &mut p.server, t2);
-    assert_eq!(events(&mut p.server).len(), 1);
+    assert_eq!(drain(&mut p.server).len(), 1);
     assert_eq!(p.server.poll_timeout(), Some(t2 + Duration::from_secs(10)));
 }
 
@@ -490,9 +479,9 @@ fn close_handshake_times_out() {
     conn.close(t0, CloseCode::NORMAL, "").unwrap();
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(5)));
     conn.handle_timeout(t0 + Duration::from_secs(4));
-    assert!(events(&mut conn).is_empty());
+    assert!(drain(&mut conn).is_empty());
     conn.handle_timeout(t0 + Duration::from_secs(5));
-    assert_eq!(events(&mut conn), vec![Err(Error::Timeout(Timeout::Close))]);
+    assert_eq!(drain(&mut conn), vec![Err(Error::Timeout(Timeout::Close))]);
     assert!(conn.is_closed());
 }
 
@@ -502,7 +491,7 @@ fn close_after_a_quiet_spell_waits_the_close_timeout_from_the_call() {
     let t0 = p.now;
     p.client.send_text("hello").unwrap();
     pump(&mut p.client, &mut p.server, t0);
-    assert_eq!(events(&mut p.server).len(), 1);
+    assert_eq!(drain(&mut p.server).len(), 1);
     // An hour passes with nothing received and no timer armed; the close then starts the
     // wait for the peer's close at the time of the call, not at the last received byte.
     let later = t0 + Duration::from_secs(3600);
@@ -513,14 +502,14 @@ fn close_after_a_quiet_spell_waits_the_close_timeout_from_the_call() {
         Some(later + Duration::from_secs(5))
     );
     p.server.handle_timeout(later + Duration::from_secs(4));
-    assert!(events(&mut p.server).is_empty());
+    assert!(drain(&mut p.server).is_empty());
     assert!(!p.server.is_closed());
     // The peer's answer within the timeout completes the handshake.
     pump(&mut p.server, &mut p.client, later + Duration::from_secs(1));
-    assert_eq!(events(&mut p.client).len(), 1);
+    assert_eq!(drain(&mut p.client).len(), 1);
     pump(&mut p.client, &mut p.server, later + Duration::from_secs(4));
     assert!(matches!(
-        events(&mut p.server).as_slice(),
+        drain(&mut p.server).as_slice(),
         [Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, _))))]
     ));
     assert!(p.server.is_closed());
@@ -535,7 +524,7 @@ fn idle_timeout_closes_with_1001() {
     conn.handle_bytes(t0 + Duration::from_secs(30), &[0x89, 0x80, 0, 0, 0, 0]);
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(90)));
     conn.handle_timeout(t0 + Duration::from_secs(90));
-    let evs = events(&mut conn);
+    let evs = drain(&mut conn);
     assert_eq!(evs.last(), Some(&Err(Error::Timeout(Timeout::Idle))));
     let mut wire = Vec::new();
     conn.write_pending(&mut wire);
@@ -555,14 +544,14 @@ fn auto_close_off_leaves_the_reply_to_the_caller() {
     let mut p = Pair::with(Config::default(), cfg);
     p.client.close(p.now, CloseCode::NORMAL, "").unwrap();
     pump(&mut p.client, &mut p.server, p.now);
-    assert_eq!(events(&mut p.server).len(), 1);
+    assert_eq!(drain(&mut p.server).len(), 1);
     assert!(!p.server.has_pending_output());
     assert!(!p.server.is_closed());
     p.server.close(p.now, CloseCode(4000), "app").unwrap();
     assert!(p.server.is_closed());
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
-        events(&mut p.client),
+        drain(&mut p.client),
         vec![Ok(OwnedEvent::Close(Some((CloseCode(4000), "app".into()))))]
     );
 }
@@ -574,7 +563,7 @@ fn many_small_messages_in_one_read() {
         p.client.send_binary(&i.to_be_bytes()).unwrap();
     }
     pump(&mut p.client, &mut p.server, p.now);
-    let evs = events(&mut p.server);
+    let evs = drain(&mut p.server);
     assert_eq!(evs.len(), 500);
     for (i, e) in evs.into_iter().enumerate() {
         assert_eq!(e, msg(MessageKind::Binary, &(i as u32).to_be_bytes()));
@@ -600,7 +589,7 @@ fn invalid_utf8_fails_before_the_message_ends() {
     p.client.send_chunk(b"then \xff").unwrap();
     // No end_message: FIN never comes, the error must not wait for it.
     pump(&mut p.client, &mut p.server, p.now);
-    let evs = events(&mut p.server);
+    let evs = drain(&mut p.server);
     assert!(matches!(
         evs.first(),
         Some(Ok(OwnedEvent::Chunk {

@@ -10,34 +10,14 @@ use rapidws::Role;
 use rapidws::codec::{CloseCode, ProtocolError};
 use rapidws::connection::{Config, Connection, Error, OwnedEvent};
 
+mod connection_support;
 mod hostile_support;
-use hostile_support::peak_during;
+use connection_support::drain;
+use hostile_support::{peak_during, raw_frame};
 
 // ---------------------------------------------------------------------------------------
 // Raw frames, as a hostile client would write them
 // ---------------------------------------------------------------------------------------
-
-const KEY: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
-
-/// A masked frame with any header bits and an announced length that may differ from the
-/// payload actually attached.
-fn raw_frame(b0: u8, announced: u64, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![b0];
-    match announced {
-        0..=125 => f.push(0x80 | announced as u8),
-        126..=0xffff => {
-            f.push(0x80 | 126);
-            f.extend_from_slice(&(announced as u16).to_be_bytes());
-        }
-        _ => {
-            f.push(0x80 | 127);
-            f.extend_from_slice(&announced.to_be_bytes());
-        }
-    }
-    f.extend_from_slice(&KEY);
-    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ KEY[i & 3]));
-    f
-}
 
 /// A masked frame: FIN bit, opcode, payload.
 fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
@@ -56,18 +36,6 @@ fn close_payload(code: u16, reason: &[u8]) -> Vec<u8> {
 
 fn server(config: Config) -> Connection {
     Connection::new(Role::Server, config, Instant::now())
-}
-
-/// Polls every event until the connection has nothing more (bounded).
-fn drain(conn: &mut Connection) -> Vec<Result<OwnedEvent, Error>> {
-    let mut out = Vec::new();
-    for _ in 0..1_000_000 {
-        match conn.poll_event_owned() {
-            Some(e) => out.push(e),
-            None => return out,
-        }
-    }
-    panic!("the connection never ran out of events");
 }
 
 /// The close code in the (unmasked, server-sent) output, if the output holds a close frame.
@@ -323,20 +291,11 @@ mod deflate {
     use super::*;
     use rapidws::deflate::{DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate};
 
-    fn params() -> DeflateParams {
-        DeflateParams {
-            server_no_context_takeover: false,
-            client_no_context_takeover: false,
-            server_max_window_bits: 15,
-            client_max_window_bits: 15,
-        }
-    }
-
     fn with_deflate(role: Role, config: Config) -> Connection {
         let mut c = Connection::new(role, config, Instant::now());
         c.set_deflate(PerMessageDeflate::new(
             role,
-            params(),
+            DeflateParams::default(),
             &DeflateConfig::new().min_size(0),
         ));
         c
@@ -371,7 +330,7 @@ mod deflate {
     /// The compressed bytes of `len` zero bytes, as a client would put them in a frame.
     fn bomb(len: usize) -> Vec<u8> {
         let config = DeflateConfig::new().level(9);
-        let mut sender = PerMessageDeflate::new(Role::Client, params(), &config);
+        let mut sender = PerMessageDeflate::new(Role::Client, DeflateParams::default(), &config);
         let mut out = Vec::new();
         assert!(sender.compress(&vec![0u8; len], &mut out).unwrap());
         out

@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 mod hostile_support;
-use hostile_support::peak_during;
+use hostile_support::{peak_during, raw_frame};
 
 /// Every step of these tests finishes within this, or the test fails.
 const STEP: Duration = Duration::from_secs(20);
@@ -62,28 +62,6 @@ async fn raw_client(addr: SocketAddr) -> TcpStream {
     }
     assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
     s
-}
-
-const KEY: [u8; 4] = [1, 2, 3, 4];
-
-/// A masked frame with the header byte `b0` and an announced length (the payload attached
-/// may be shorter).
-fn raw_frame(b0: u8, announced: u64, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![b0];
-    match announced {
-        0..=125 => f.push(0x80 | announced as u8),
-        126..=0xffff => {
-            f.push(0x80 | 126);
-            f.extend_from_slice(&(announced as u16).to_be_bytes());
-        }
-        _ => {
-            f.push(0x80 | 127);
-            f.extend_from_slice(&announced.to_be_bytes());
-        }
-    }
-    f.extend_from_slice(&KEY);
-    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ KEY[i & 3]));
-    f
 }
 
 /// Reads what the server sends until it closes the TCP connection; returns the close code

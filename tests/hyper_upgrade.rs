@@ -139,27 +139,13 @@ async fn server_selects_its_most_preferred_offered_subprotocol() {
 #[tokio::test]
 async fn frame_sent_right_after_the_request_is_not_lost() {
     let (addr, _seen) = hyper_server(ServerConfig::default()).await;
-    let mut bytes = upgrade_request("/ws", "13", "").into_bytes();
-    bytes.extend_from_slice(&masked_text_frame(b"early bird"));
-    let (response, mut stream) = exchange(addr, &bytes).await;
-    assert_eq!(response.status, 101);
-    let (first, payload) = read_small_frame(&mut stream, response.rest).await;
-    assert_eq!((first, payload.as_slice()), (0x81, &b"early bird"[..]));
+    assert_early_frame_is_not_lost(addr).await;
 }
 
 #[tokio::test]
 async fn plain_get_to_the_websocket_route_is_refused_with_400() {
     let (addr, mut seen) = hyper_server(ServerConfig::default()).await;
-    let (response, _stream) = exchange(
-        addr,
-        b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html\r\n\r\n",
-    )
-    .await;
-    assert_eq!(response.status, 400);
-    assert_eq!(
-        String::from_utf8_lossy(&response.body),
-        "Upgrade header must name websocket"
-    );
+    assert_plain_get_is_refused_with_400(addr).await;
     // The other route still answers as plain HTTP.
     let (other, _stream) = exchange(addr, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await;
     assert_eq!(other.status, 404);
@@ -178,10 +164,7 @@ async fn post_to_the_websocket_route_is_refused_with_405_allowing_get() {
 #[tokio::test]
 async fn unsupported_websocket_version_is_refused_with_426_naming_13() {
     let (addr, mut seen) = hyper_server(ServerConfig::default()).await;
-    let (response, _stream) = exchange(addr, upgrade_request("/ws", "8", "").as_bytes()).await;
-    assert_eq!(response.status, 426);
-    assert_eq!(response.header("sec-websocket-version"), Some("13"));
-    assert_eq!(response.header("upgrade"), Some("websocket"));
+    assert_version_8_is_refused_with_426(addr).await;
     assert!(seen.try_recv().is_err(), "nothing was upgraded");
 }
 

@@ -15,15 +15,6 @@ use rapidws::prepared::PreparedMessage;
 use rapidws::tokio::{ClientConfig, ServerConfig, WebSocket, accept, client_handshake};
 use tokio::io::DuplexStream;
 
-fn params() -> DeflateParams {
-    DeflateParams {
-        server_no_context_takeover: false,
-        client_no_context_takeover: false,
-        server_max_window_bits: 15,
-        client_max_window_bits: 15,
-    }
-}
-
 fn json(i: usize) -> String {
     let mut s = format!("{{\"seq\":{i},\"items\":[");
     while s.len() < 4000 {
@@ -52,7 +43,11 @@ fn connection_sends_prepared_messages_without_allocating() {
             .map(|_| {
                 let mut c = Connection::new(Role::Server, Config::default(), Instant::now());
                 if compressed {
-                    let pmd = PerMessageDeflate::new(Role::Server, params(), &DeflateConfig::new());
+                    let pmd = PerMessageDeflate::new(
+                        Role::Server,
+                        DeflateParams::default(),
+                        &DeflateConfig::new(),
+                    );
                     c.set_deflate(pmd);
                 }
                 c

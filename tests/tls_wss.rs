@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rapidws::tls::{client_config_with_roots, connect_tls};
-use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept};
-use tokio::net::TcpListener;
+use rapidws::tokio::{ClientConfig, Error, Message, ServerConfig, WebSocket, accept};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -15,6 +16,20 @@ fn certificate() -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let key = PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der());
     (ck.cert.der().clone(), key.into())
+}
+
+/// `connect_tls` with the default client settings, failing the test if it has not finished
+/// within 10 s.
+async fn connect_bounded(
+    url: &str,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Result<WebSocket<TlsStream<TcpStream>>, Error> {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        connect_tls(url, &ClientConfig::default(), tls),
+    )
+    .await
+    .expect("connect_tls timed out")
 }
 
 async fn tls_echo_server(cert: CertificateDer<'static>, key: PrivateKeyDer<'static>) -> u16 {
@@ -51,13 +66,7 @@ async fn wss_echo_with_a_trusted_self_signed_certificate() {
     let port = tls_echo_server(cert, key).await;
     let tls = client_config_with_roots(roots).unwrap();
     let url = format!("wss://localhost:{port}/echo?x=1");
-    let mut ws = tokio::time::timeout(
-        Duration::from_secs(10),
-        connect_tls(&url, &ClientConfig::default(), Some(tls)),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let mut ws = connect_bounded(&url, Some(tls)).await.unwrap();
     let big = vec![7u8; 1 << 20];
     ws.send(Message::text("over tls")).await.unwrap();
     ws.send(Message::binary(big.clone())).await.unwrap();
@@ -72,13 +81,7 @@ async fn untrusted_certificate_is_refused() {
     let port = tls_echo_server(cert, key).await;
     // Mozilla's roots do not include our self-signed certificate.
     let url = format!("wss://localhost:{port}/");
-    let err = tokio::time::timeout(
-        Duration::from_secs(10),
-        connect_tls(&url, &ClientConfig::default(), None),
-    )
-    .await
-    .unwrap()
-    .unwrap_err();
+    let err = connect_bounded(&url, None).await.unwrap_err();
     assert!(matches!(&err, rapidws::tokio::Error::Io(_)), "{err:?}");
     assert!(err.to_string().contains("certificate"), "{err}");
 }
@@ -142,13 +145,7 @@ async fn wss_server_helper_from_pem_echoes_to_our_client() {
     let port = helper_echo_server(&cert, &key, 1).await;
     let tls = client_config_with_roots(roots_of(&cert)).unwrap();
     let url = format!("wss://localhost:{port}/");
-    let mut ws = tokio::time::timeout(
-        Duration::from_secs(10),
-        connect_tls(&url, &ClientConfig::default(), Some(tls)),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let mut ws = connect_bounded(&url, Some(tls)).await.unwrap();
     for i in 0..20u32 {
         let msg = Message::binary(vec![i as u8; 1000 * i as usize]);
         ws.send(msg.clone()).await.unwrap();
@@ -286,16 +283,8 @@ async fn native_roots_do_not_trust_a_self_signed_certificate() {
     };
     let (cert, key) = pem_certificate();
     let port = helper_echo_server(&cert, &key, 1).await;
-    let err = tokio::time::timeout(
-        Duration::from_secs(10),
-        connect_tls(
-            &format!("wss://localhost:{port}/"),
-            &ClientConfig::default(),
-            Some(tls),
-        ),
-    )
-    .await
-    .unwrap()
-    .unwrap_err();
+    let err = connect_bounded(&format!("wss://localhost:{port}/"), Some(tls))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("certificate"), "{err}");
 }

@@ -76,13 +76,17 @@ impl AsyncWrite for Counting {
     }
 }
 
-#[tokio::test]
-async fn answers_fed_between_receives_share_one_write() {
+/// A client and a server over an in-memory pipe, with the server's writes counted.
+fn counted_pair() -> (
+    WebSocket<DuplexStream>,
+    WebSocket<Counting>,
+    Arc<AtomicUsize>,
+) {
     let (a, b) = tokio::io::duplex(1 << 20);
     let writes = Arc::new(AtomicUsize::new(0));
     let config = Config::default();
-    let mut client = WebSocket::from_raw(a, Role::Client, &config, &[]);
-    let mut server = WebSocket::from_raw(
+    let client = WebSocket::from_raw(a, Role::Client, &config, &[]);
+    let server = WebSocket::from_raw(
         Counting {
             inner: b,
             writes: writes.clone(),
@@ -91,6 +95,12 @@ async fn answers_fed_between_receives_share_one_write() {
         &config,
         &[],
     );
+    (client, server, writes)
+}
+
+#[tokio::test]
+async fn answers_fed_between_receives_share_one_write() {
+    let (mut client, mut server, writes) = counted_pair();
 
     // A burst of 20 messages arrives at once.
     for i in 0..20 {
@@ -124,19 +134,7 @@ async fn answers_fed_between_receives_share_one_write() {
 
 #[tokio::test]
 async fn send_writes_at_once() {
-    let (a, b) = tokio::io::duplex(1 << 20);
-    let writes = Arc::new(AtomicUsize::new(0));
-    let config = Config::default();
-    let mut client = WebSocket::from_raw(a, Role::Client, &config, &[]);
-    let mut server = WebSocket::from_raw(
-        Counting {
-            inner: b,
-            writes: writes.clone(),
-        },
-        Role::Server,
-        &config,
-        &[],
-    );
+    let (mut client, mut server, writes) = counted_pair();
     bounded(server.send(Message::binary(vec![1u8; 10])))
         .await
         .unwrap();

@@ -211,21 +211,17 @@ impl Predictor {
     }
 }
 
+// The integration tests' noise generator, so that one xorshift serves both. (Declared here
+// rather than inside `tests`: a path in an inline module would start from the directory
+// `src/deflate/predict/tests/`, which does not exist.)
+#[cfg(test)]
+#[path = "../../tests/noise/mod.rs"]
+mod noise;
+
 #[cfg(test)]
 mod tests {
+    use super::noise::noise;
     use super::*;
-
-    fn noise(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
 
     fn json(len: usize) -> Vec<u8> {
         let mut s = String::new();

@@ -6,10 +6,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::Role;
-use crate::connection::Connection;
-#[cfg(feature = "deflate")]
-use crate::deflate::PerMessageDeflate;
 use crate::handshake::{ClientHandshake, ClientRequest};
+use crate::layer::{open_connection, with_client_options};
 
 use super::config::ClientConfig;
 use super::error::{Error, Timeout};
@@ -61,16 +59,12 @@ async fn handshake<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut request = ClientRequest::new(host, path);
-    for p in &config.subprotocols {
-        request = request.subprotocol(p.as_str());
-    }
-    for (name, value) in &config.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    if let Some(origin) = &config.origin {
-        request = request.origin(origin.as_str());
-    }
+    let request = with_client_options(
+        ClientRequest::new(host, path),
+        &config.subprotocols,
+        &config.headers,
+        config.origin.as_deref(),
+    );
     let (mut hs, bytes) =
         ClientHandshake::new(&request, config.handshake.clone()).map_err(Error::ClientHandshake)?;
     stream.write_all(&bytes).await?;
@@ -88,16 +82,13 @@ where
         }
     };
     drop(buf);
-    #[allow(unused_mut)]
-    let mut conn = Connection::new(
+    let conn = open_connection(
         Role::Client,
-        config.connection.protocol.clone(),
+        &config.connection.protocol,
         super::engine::now(),
+        #[cfg(feature = "deflate")]
+        upgraded.deflate.zip(config.handshake.deflate.as_ref()),
     );
-    #[cfg(feature = "deflate")]
-    if let (Some(params), Some(deflate)) = (upgraded.deflate, config.handshake.deflate.as_ref()) {
-        conn.set_deflate(PerMessageDeflate::new(Role::Client, params, deflate));
-    }
     #[cfg(feature = "tracing")]
     tracing::debug!(
         target: "rapidws::tokio",

@@ -78,49 +78,10 @@ pub enum Error {
     Proxy(super::proxy::ProxyError),
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Io(e) => write!(f, "IO error: {e}"),
-            Error::Protocol(e) => write!(f, "protocol error: {e}"),
-            #[cfg(feature = "deflate")]
-            Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
-            Error::ClientHandshake(e) => write!(f, "handshake failed: {e}"),
-            Error::ServerHandshake(e) => write!(f, "handshake refused: {e}"),
-            Error::Rejected(status) => write!(f, "upgrade refused with status {status}"),
-            Error::Timeout(t) => t.fmt(f),
-            Error::Url(e) => e.fmt(f),
-            Error::Closed => f.write_str("connection closed"),
-            Error::Send(e) => write!(f, "send refused: {e}"),
-            #[cfg(feature = "proxy")]
-            Error::Proxy(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io(e) => Some(e),
-            Error::Protocol(e) => Some(e),
-            #[cfg(feature = "deflate")]
-            Error::Deflate(e) => Some(e),
-            Error::ClientHandshake(e) => Some(e),
-            Error::ServerHandshake(e) => Some(e),
-            Error::Url(e) => Some(e),
-            Error::Send(e) => Some(e),
-            #[cfg(feature = "proxy")]
-            Error::Proxy(e) => Some(e),
-            Error::Timeout(_) | Error::Closed | Error::Rejected(_) => None,
-        }
-    }
-}
-
-impl From<io::Error> for Error {
-    fn from(e: io::Error) -> Self {
-        Error::Io(e)
-    }
-}
+crate::layer::layer_error!(Error, |f| {
+    Error::Timeout(t) => t.fmt(f), None;
+    Error::Url(e) => e.fmt(f), Some(e);
+});
 
 impl From<ProtocolError> for Error {
     fn from(e: ProtocolError) -> Self {
@@ -129,13 +90,6 @@ impl From<ProtocolError> for Error {
 }
 
 impl Error {
-    pub(crate) fn from_send(e: SendError) -> Self {
-        match e {
-            SendError::Closed => Error::Closed,
-            other => Error::Send(other),
-        }
-    }
-
     pub(crate) fn from_connection(e: connection::Error) -> Self {
         match e {
             connection::Error::Protocol(p) => Error::Protocol(p),

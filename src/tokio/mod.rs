@@ -61,6 +61,7 @@ pub use client::{client_handshake, connect};
 pub use config::{ClientConfig, Config, ServerConfig};
 pub use error::{Error, Timeout, TrySendError};
 pub use message::{CloseFrame, Message, MessageRef, Utf8Bytes};
+pub(crate) use net::Acceptor;
 #[cfg(feature = "rustls")]
 pub(crate) use net::open_stream;
 #[cfg(feature = "proxy")]

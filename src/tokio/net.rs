@@ -1,9 +1,12 @@
 //! TCP plumbing for the client and server helpers: resolve, connect, accept with a limit.
 
 use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpStream, lookup_host};
+use tokio::net::{TcpListener, TcpStream, lookup_host};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::config::ClientConfig;
 use super::error::{Error, Timeout};
@@ -70,8 +73,49 @@ pub(crate) async fn connect_tcp(
     Ok(stream)
 }
 
+/// A TCP listener that lets at most a given number of connections in at once: the accept
+/// loop of [`serve`](super::serve) and of [`serve_handler`](crate::handler::serve_handler).
+pub(crate) struct Acceptor {
+    listener: TcpListener,
+    slots: Arc<Semaphore>,
+}
+
+impl Acceptor {
+    /// Accepts on `listener`, `max_connections` (at least 1) at once.
+    pub(crate) fn new(listener: TcpListener, max_connections: usize) -> Self {
+        Acceptor {
+            listener,
+            slots: Arc::new(Semaphore::new(max_connections.max(1))),
+        }
+    }
+
+    /// Waits for a free slot, then for the next connection; the slot is held until the
+    /// permit is dropped. Past the limit, new connections wait in the listen backlog.
+    /// `TCP_NODELAY` is set (this layer batches its own writes). Errors from `accept` that
+    /// concern one connection are skipped; others (out of file descriptors) pause the loop
+    /// for [`ACCEPT_BACKOFF`].
+    pub(crate) async fn next(&self) -> io::Result<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+        let permit = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| io::Error::other("connection limit closed"))?;
+        loop {
+            match self.listener.accept().await {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok((stream, peer, permit));
+                }
+                Err(e) if is_transient_accept_error(&e) => {}
+                Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
+            }
+        }
+    }
+}
+
 /// Whether an `accept` error concerns only the one connection (the listener is fine).
-pub(crate) fn is_transient_accept_error(e: &io::Error) -> bool {
+fn is_transient_accept_error(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::ConnectionAborted
@@ -84,4 +128,4 @@ pub(crate) fn is_transient_accept_error(e: &io::Error) -> bool {
 
 /// Pause after an `accept` error that is not per-connection (out of file descriptors or
 /// memory), so the loop does not spin while the condition lasts.
-pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);

@@ -6,17 +6,16 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 
 use crate::Role;
-use crate::connection::Connection;
 #[cfg(feature = "deflate")]
-use crate::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
+use crate::deflate::{DeflateConfig, DeflateParams};
 use crate::handshake::{Request, ServerHandshake};
+use crate::layer::open_connection;
 
 use super::config::{Config, ServerConfig};
 use super::error::{Error, Timeout};
-use super::net::{ACCEPT_BACKOFF, is_transient_accept_error};
+use super::net::Acceptor;
 use super::ws::WebSocket;
 
 /// An application's refusal of an upgrade request (after routing or authentication).
@@ -136,16 +135,13 @@ pub(crate) fn open_server<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    #[allow(unused_mut)]
-    let mut conn = Connection::new(
+    let conn = open_connection(
         Role::Server,
-        connection.protocol.clone(),
+        &connection.protocol,
         super::engine::now(),
+        #[cfg(feature = "deflate")]
+        deflate,
     );
-    #[cfg(feature = "deflate")]
-    if let Some((params, deflate)) = deflate {
-        conn.set_deflate(PerMessageDeflate::new(Role::Server, params, deflate));
-    }
     #[cfg(feature = "tracing")]
     tracing::debug!(
         target: "rapidws::tokio",
@@ -180,24 +176,11 @@ where
     F: Fn(WebSocket<TcpStream>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let acceptor = Acceptor::new(listener, config.max_connections);
     let config = Arc::new(config);
     let handler = Arc::new(handler);
     loop {
-        let permit = limit
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| io::Error::other("connection limit closed"))?;
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) if is_transient_accept_error(&e) => continue,
-            Err(_) => {
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let (stream, _, permit) = acceptor.next().await?;
         let config = config.clone();
         let handler = handler.clone();
         tokio::spawn(async move {

@@ -1,5 +1,6 @@
 //! Shared by the hostile-input tests: a counting global allocator with per-thread figures,
-//! so that a test can assert how much memory refusing an input took.
+//! so that a test can assert how much memory refusing an input took, and raw frames as a
+//! hostile client writes them.
 //!
 //! Each `#[test]` runs on its own thread and the sans-IO code allocates on the caller's
 //! thread, so per-thread counts are not disturbed by tests running in parallel. (Work done
@@ -65,4 +66,27 @@ pub fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let r = f();
     let peak = PEAK.with(Cell::get) - base;
     (r, peak.max(0) as usize)
+}
+
+/// The masking key of every [`raw_frame`].
+pub const KEY: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
+
+/// A masked frame as a hostile client would write it: any header byte `b0`, and an
+/// announced length that may differ from the payload actually attached.
+pub fn raw_frame(b0: u8, announced: u64, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![b0];
+    match announced {
+        0..=125 => f.push(0x80 | announced as u8),
+        126..=0xffff => {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(announced as u16).to_be_bytes());
+        }
+        _ => {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&announced.to_be_bytes());
+        }
+    }
+    f.extend_from_slice(&KEY);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ KEY[i & 3]));
+    f
 }

@@ -1,5 +1,5 @@
-//! Shared by the deflate and tunnel tests: deterministic pseudo-random bytes (xorshift),
-//! which deflate cannot shrink.
+//! Shared by the deflate and tunnel tests and by the unit tests of `src/deflate/predict.rs`:
+//! deterministic pseudo-random bytes (xorshift), which deflate cannot shrink.
 #![allow(dead_code)]
 
 /// `len` pseudo-random bytes from `seed`.

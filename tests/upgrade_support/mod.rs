@@ -2,9 +2,7 @@
 //! exchanges for what a WebSocket client cannot send (a plain GET, a wrong version).
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::Bytes;
 use rapidws::deflate::DeflateConfig;
@@ -12,15 +10,12 @@ use rapidws::tokio::{ClientConfig, Message, connect};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Every wait in these tests is bounded by this.
-pub const LIMIT: Duration = Duration::from_secs(20);
-
-/// Awaits `f`, failing the test if it takes longer than [`LIMIT`].
-pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, f)
-        .await
-        .expect("test step timed out")
-}
+// The tokio tests' helpers: bounded waits (every test waits by the same rule), the data
+// pattern, and receiving past pings.
+#[path = "../tokio_support/mod.rs"]
+mod tokio_support;
+use tokio_support::recv_data;
+pub use tokio_support::{bounded, pattern};
 
 /// A client that offers permessage-deflate (`deflate`) or not.
 pub fn client(deflate: bool) -> ClientConfig {
@@ -45,28 +40,9 @@ pub async fn echo_text_and_binary(addr: SocketAddr, path: &str, config: &ClientC
     messages.push(Message::Binary(Bytes::from(vec![b'z'; 300_000])));
     for msg in messages {
         bounded(ws.send(msg.clone())).await.expect("send");
-        let echoed = loop {
-            match bounded(ws.recv()).await.expect("recv").expect("open") {
-                m if m.is_data() => break m,
-                _ => {}
-            }
-        };
-        assert_eq!(echoed, msg);
+        assert_eq!(recv_data(&mut ws).await, msg);
     }
     bounded(ws.close(1000, "")).await.expect("close");
-}
-
-/// `n` bytes of a pattern that does not repeat with a short period.
-pub fn pattern(n: usize) -> Vec<u8> {
-    let mut x: u32 = 0x1234_5678;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 /// An HTTP response read off a raw connection.
@@ -182,4 +158,39 @@ pub async fn read_small_frame(stream: &mut TcpStream, mut have: Vec<u8>) -> (u8,
         assert!(n > 0, "connection closed before the frame");
         have.extend_from_slice(&chunk[..n]);
     }
+}
+
+// Checks both integrations must pass, each against a server routing `/ws` to an echo.
+
+/// A text frame sent in the same write as the upgrade request reaches the echo and comes
+/// back.
+pub async fn assert_early_frame_is_not_lost(addr: SocketAddr) {
+    let mut bytes = upgrade_request("/ws", "13", "").into_bytes();
+    bytes.extend_from_slice(&masked_text_frame(b"early bird"));
+    let (response, mut stream) = exchange(addr, &bytes).await;
+    assert_eq!(response.status, 101);
+    let (first, payload) = read_small_frame(&mut stream, response.rest).await;
+    assert_eq!((first, payload.as_slice()), (0x81, &b"early bird"[..]));
+}
+
+/// A plain GET to `/ws` gets a 400 naming what is missing.
+pub async fn assert_plain_get_is_refused_with_400(addr: SocketAddr) {
+    let (response, _stream) = exchange(
+        addr,
+        b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html\r\n\r\n",
+    )
+    .await;
+    assert_eq!(response.status, 400);
+    assert_eq!(
+        String::from_utf8_lossy(&response.body),
+        "Upgrade header must name websocket"
+    );
+}
+
+/// An upgrade request for WebSocket version 8 gets a 426 naming version 13.
+pub async fn assert_version_8_is_refused_with_426(addr: SocketAddr) {
+    let (response, _stream) = exchange(addr, upgrade_request("/ws", "8", "").as_bytes()).await;
+    assert_eq!(response.status, 426);
+    assert_eq!(response.header("sec-websocket-version"), Some("13"));
+    assert_eq!(response.header("upgrade"), Some("websocket"));
 }
