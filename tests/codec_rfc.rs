@@ -498,3 +498,57 @@ fn masked_text_split_at_every_byte_decodes_the_same() {
         );
     }
 }
+
+/// A single-frame message decodes the same whether its whole frame is in the buffer (one
+/// step, no state kept) or arrives in pieces (the frame-at-a-time path): the size limit,
+/// UTF-8 validation and the payload itself.
+#[test]
+fn single_frame_message_is_judged_alike_whole_or_in_pieces() {
+    let mut cfg = client();
+    cfg.max_message_size = 10;
+    let cases: [(u8, &[u8], Result<(), ProtocolError>); 5] = [
+        (0x82, &[7; 10], Ok(())),
+        (0x82, &[7; 11], Err(ProtocolError::MessageTooLarge)),
+        (0x81, "héllo".as_bytes(), Ok(())),
+        (0x81, &[b'a', 0xc3], Err(ProtocolError::InvalidUtf8)),
+        (0x81, &[0xff, b'a'], Err(ProtocolError::InvalidUtf8)),
+    ];
+    for (first, payload, expect) in cases {
+        let frame = unmasked(first, payload);
+        // Whole: one decode call sees the entire frame.
+        let mut whole = frame.clone();
+        let got = Decoder::new(cfg.clone()).decode(&mut whole);
+        match (&expect, &got) {
+            (Ok(()), Ok(d)) => {
+                assert_eq!(d.consumed, frame.len());
+                let Some(Item::Data(chunk)) = &d.item else {
+                    panic!("{first:#x}: {got:?}")
+                };
+                assert!(chunk.first && chunk.message_end);
+                assert_eq!(&whole[chunk.payload.clone()], payload);
+            }
+            (Err(e), Err(g)) => assert_eq!(e, g),
+            _ => panic!("{first:#x} {payload:?}: whole gave {got:?}, expected {expect:?}"),
+        }
+        // In pieces: the header alone, then the payload a byte at a time.
+        let mut dec = Decoder::new(cfg.clone());
+        let mut head = frame[..2].to_vec();
+        let mut result = dec.decode(&mut head).map(|_| ());
+        let mut delivered = Vec::new();
+        for &b in &frame[2..] {
+            if result.is_err() {
+                break;
+            }
+            let mut one = [b];
+            result = dec.decode(&mut one).map(|d| {
+                if let Some(Item::Data(chunk)) = d.item {
+                    delivered.extend_from_slice(&one[chunk.payload]);
+                }
+            });
+        }
+        assert_eq!(result, expect, "{first:#x} {payload:?} in pieces");
+        if expect.is_ok() {
+            assert_eq!(delivered, payload);
+        }
+    }
+}

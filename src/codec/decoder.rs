@@ -272,6 +272,14 @@ impl Decoder {
             });
         }
         let rsv1 = header.rsv & 0b100 != 0;
+        let hlen = header.header_len as usize;
+        if header.fin
+            && self.message.is_none()
+            && opcode != OpCode::Continuation
+            && header.payload_len <= (buf.len() - hlen) as u64
+        {
+            return self.whole(buf, &header, opcode == OpCode::Text, rsv1);
+        }
         match (opcode, &mut self.message) {
             // RFC 6455 5.4: continuation frames only inside a fragmented message, and "the
             // fragments of one message MUST NOT be interleaved" with another's.
@@ -307,8 +315,59 @@ impl Decoder {
             key: header.mask,
             fin: header.fin,
         });
-        let hlen = header.header_len as usize;
         self.payload(&mut buf[hlen..], hlen)
+    }
+
+    /// The common case whole: an unfragmented data message (its header checked) whose
+    /// frame is all in `buf`, with no message in progress. Unmasked and validated in place
+    /// and handed out in one step, without the frame and message state the general path
+    /// keeps between calls (a tenth of a small echo's decoding).
+    #[inline]
+    fn whole(
+        &mut self,
+        buf: &mut [u8],
+        header: &FrameHeader,
+        text: bool,
+        compressed: bool,
+    ) -> Result<Decoded, ProtocolError> {
+        if !compressed && header.payload_len > self.config.max_message_size as u64 {
+            return Err(ProtocolError::MessageTooLarge);
+        }
+        let start = header.header_len as usize;
+        // The caller checked that the payload is in `buf`, so this is no larger than it.
+        let end = start + header.payload_len as usize;
+        let payload = &mut buf[start..end];
+        // Compressed text is validated after inflating.
+        let validate = text && !compressed;
+        match (header.mask, validate) {
+            (Some(mut key), true) => utf8::unmask_validate(payload, &mut key, &mut self.utf8)
+                .map_err(|_| ProtocolError::InvalidUtf8)?,
+            (Some(mut key), false) => rapidws_simd::mask::apply(payload, &mut key),
+            (None, true) => self
+                .utf8
+                .feed(payload)
+                .map_err(|_| ProtocolError::InvalidUtf8)?,
+            (None, false) => {}
+        }
+        if validate {
+            // RFC 6455 8.1: a text message ending inside a code point is invalid.
+            self.utf8.finish().map_err(|_| ProtocolError::InvalidUtf8)?;
+        }
+        Ok(Decoded {
+            consumed: end,
+            item: Some(Item::Data(DataChunk {
+                kind: if text {
+                    MessageKind::Text
+                } else {
+                    MessageKind::Binary
+                },
+                compressed,
+                payload: start..end,
+                first: true,
+                frame_end: true,
+                message_end: true,
+            })),
+        })
     }
 
     /// The rules of RFC 6455 5.2-5.5 that one header decides on its own (everything but the
