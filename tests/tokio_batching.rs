@@ -144,3 +144,117 @@ async fn send_writes_at_once() {
         Message::binary(vec![1u8; 10])
     );
 }
+
+/// A vectored stream that takes at most `limit` bytes per write and answers every other
+/// write with `Pending` (waking at once), as a congested socket does.
+struct Trickle {
+    inner: DuplexStream,
+    limit: usize,
+    calls: usize,
+}
+
+impl AsyncRead for Trickle {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Trickle {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.calls += 1;
+        if self.calls % 2 == 0 {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let mut left = self.limit;
+        let mut n = 0;
+        for b in bufs {
+            let take = b.len().min(left);
+            if take == 0 {
+                continue;
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &b[..take]) {
+                Poll::Ready(Ok(k)) => {
+                    n += k;
+                    left -= k;
+                    if k < take {
+                        break;
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if n == 0 => return Poll::Pending,
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(Ok(n))
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A lone frame is written straight from the connection; what a partial or refused write
+/// leaves must go out through the queue, whole and in order, with `send` and with `feed`.
+#[tokio::test]
+async fn messages_arrive_whole_through_partial_and_refused_writes() {
+    let sizes = [0usize, 1, 125, 126, 513, 4096, 70_000];
+    for limit in [1, 7, 600, 1 << 20] {
+        let (a, b) = tokio::io::duplex(16 * 1024);
+        let trickle = Trickle {
+            inner: b,
+            limit,
+            calls: 0,
+        };
+        let mut server = WebSocket::from_raw(trickle, Role::Server, &Config::default(), &[]);
+        let mut client = WebSocket::from_raw(a, Role::Client, &Config::default(), &[]);
+        let expected: Vec<Vec<u8>> = sizes
+            .iter()
+            .chain(sizes.iter())
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
+            .collect();
+        let to_send = expected.clone();
+        let sender = tokio::spawn(async move {
+            let (one_by_one, fed) = to_send.split_at(sizes.len());
+            for m in one_by_one {
+                server.send(Message::binary(m.clone())).await.unwrap();
+            }
+            for m in fed {
+                server.feed(Message::binary(m.clone())).await.unwrap();
+            }
+            server.flush().await.unwrap();
+            server
+        });
+        for (i, want) in expected.iter().enumerate() {
+            match bounded(client.recv()).await {
+                Ok(Some(Message::Binary(got))) => {
+                    assert_eq!(&got[..], &want[..], "limit {limit}, message {i}")
+                }
+                other => panic!("limit {limit}, message {i}: {other:?}"),
+            }
+        }
+        let server = bounded(sender).await.unwrap();
+        assert_eq!(server.queued_bytes(), 0);
+    }
+}
