@@ -914,6 +914,7 @@ impl Connection {
     }
 
     /// Bytes of the frames [`poll_transmit`](Self::poll_transmit) has still to give.
+    #[cfg(feature = "tokio")]
     pub(crate) fn pending_output_len(&self) -> usize {
         self.control_out.iter().map(Transmit::len).sum::<usize>()
             + self.data_out.iter().map(Transmit::len).sum::<usize>()
