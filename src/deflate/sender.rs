@@ -4,14 +4,75 @@ use std::sync::Arc;
 
 use zlib_rs::{Deflate, DeflateFlush};
 
+use super::fast::FastDeflate;
 use super::pool::{CompressorPool, Key};
 use super::predict::{Predictor, Verdict};
 use super::{CompressorPolicy, DeflateConfig, DeflateError, TRAILER, grow_zeroed};
 
+/// A connection's own compressor: ours at level 1 ([`FastDeflate`]), zlib-rs otherwise.
+enum Compressor {
+    Fast(Box<FastDeflate>),
+    Zlib(Deflate),
+}
+
+impl Compressor {
+    fn new(key: Key) -> Self {
+        if key.level == 1 {
+            Compressor::Fast(Box::new(FastDeflate::new(key.window_bits)))
+        } else {
+            Compressor::Zlib(key.build())
+        }
+    }
+
+    /// Compresses `input` as the next part of a message, appending to `out`; `fin` ends
+    /// the message (sync flush, RFC 7692 7.2.1 trailer removed).
+    fn compress(&mut self, input: &[u8], fin: bool, out: &mut Vec<u8>) -> Result<(), DeflateError> {
+        match self {
+            Compressor::Fast(f) => {
+                f.compress(input, fin, out);
+                Ok(())
+            }
+            Compressor::Zlib(d) => compress_zlib(d, input, fin, out),
+        }
+    }
+
+    fn reset(&mut self) {
+        match self {
+            Compressor::Fast(f) => f.reset(),
+            Compressor::Zlib(d) => d.reset(),
+        }
+    }
+
+    /// Resets and makes the last window of `payload` the history (a prepared message the
+    /// peer received, see `super::prepared`).
+    fn prime(&mut self, payload: &[u8], window_bits: u8) {
+        match self {
+            Compressor::Fast(f) => f.set_dictionary(payload),
+            Compressor::Zlib(d) => super::prepared::prime(d, payload, window_bits),
+        }
+    }
+}
+
+/// One zlib-rs compression step: `fin` sync-flushes and removes the trailer.
+fn compress_zlib(
+    deflate: &mut Deflate,
+    input: &[u8],
+    fin: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), DeflateError> {
+    let start = out.len();
+    if fin {
+        deflate_into(deflate, input, DeflateFlush::SyncFlush, out)?;
+        strip_trailer(out, start)
+    } else {
+        deflate_into(deflate, input, DeflateFlush::NoFlush, out)
+    }
+}
+
 /// Where the compressor comes from.
 enum Engine {
     /// Ours for the connection's life, created on first use.
-    Attached(Option<Deflate>),
+    Attached(Option<Compressor>),
     /// Borrowed from the pool for one message (held across `compress_chunk` calls).
     Pooled {
         pool: Arc<CompressorPool>,
@@ -97,18 +158,21 @@ impl Sender {
         !matches!(self.engine, Engine::Stored) && len >= self.min_size
     }
 
-    /// The compressor for the current message.
-    fn acquire(&mut self) -> &mut Deflate {
+    /// Runs the current message's compressor over `input` (see [`Compressor::compress`]).
+    fn run(&mut self, input: &[u8], fin: bool, out: &mut Vec<u8>) -> Result<(), DeflateError> {
         let key = self.key;
         match &mut self.engine {
-            Engine::Attached(d) => {
-                let d = d.get_or_insert_with(|| key.build());
+            Engine::Attached(c) => {
+                let c = c.get_or_insert_with(|| Compressor::new(key));
                 if let Some(prime) = self.prime.take() {
-                    super::prepared::prime(d, &prime, key.window_bits);
+                    c.prime(&prime, key.window_bits);
                 }
-                d
+                c.compress(input, fin, out)
             }
-            Engine::Pooled { pool, borrowed } => borrowed.get_or_insert_with(|| pool.take(key)),
+            Engine::Pooled { pool, borrowed } => {
+                let d = borrowed.get_or_insert_with(|| pool.take(key));
+                compress_zlib(d, input, fin, out)
+            }
             Engine::Stored => unreachable!("the stored engine has no compressor"),
         }
     }
@@ -172,8 +236,7 @@ impl Sender {
                 }
             }
         }
-        let result = deflate_into(self.acquire(), payload, DeflateFlush::SyncFlush, out)
-            .and_then(|()| strip_trailer(out, start));
+        let result = self.run(payload, true, out);
         if let Err(e) = result {
             out.truncate(start);
             self.finish_message(true);
@@ -209,14 +272,13 @@ impl Sender {
                 out.push(0x00);
                 Ok(())
             } else {
-                deflate_into(self.acquire(), chunk, DeflateFlush::SyncFlush, out)
-                    .and_then(|()| strip_trailer(out, start))
+                self.run(chunk, true, out)
             }
         } else if chunk.is_empty() {
             Ok(())
         } else {
             self.unflushed = true;
-            deflate_into(self.acquire(), chunk, DeflateFlush::NoFlush, out)
+            self.run(chunk, false, out)
         };
         if let Err(e) = result {
             out.truncate(start);
