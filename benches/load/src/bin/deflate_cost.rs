@@ -79,14 +79,11 @@ fn main() {
 
     let config = DeflateConfig::new().level(level);
     let params = DeflateParams::default();
-    let mut out = Vec::with_capacity(2 * size);
-    let mut back = Vec::with_capacity(2 * size);
-
     // Each phase runs `seconds` of wall time and counts this thread's CPU time (the
     // machine is shared: wall time would count other processes' slices too).
-    let phase = |f: &mut dyn FnMut(usize, &[u8], &mut Vec<u8>, &mut Vec<u8>) -> usize| {
+    let phase = |f: &mut Step| {
         let (mut msgs, mut bytes, mut round) = (0u64, 0u64, 0usize);
-        let (mut out, mut back) = (out.clone(), back.clone());
+        let (mut out, mut back) = (Vec::with_capacity(2 * size), Vec::with_capacity(2 * size));
         let cpu0 = thread_cpu();
         let start = Instant::now();
         while start.elapsed() < seconds {
@@ -97,7 +94,10 @@ fn main() {
             msgs += codecs as u64;
             round += 1;
         }
-        ((thread_cpu() - cpu0) * 1e6 / msgs as f64, bytes as f64 / msgs as f64)
+        (
+            (thread_cpu() - cpu0) * 1e6 / msgs as f64,
+            bytes as f64 / msgs as f64,
+        )
     };
 
     let mut servers: Vec<_> = (0..codecs)
@@ -119,7 +119,9 @@ fn main() {
         out.clear();
         assert!(servers[k].compress(p, out).expect("compresses"));
         back.clear();
-        clients[k].decompress(out, true, back, usize::MAX).expect("inflates");
+        clients[k]
+            .decompress(out, true, back, usize::MAX)
+            .expect("inflates");
         assert_eq!(&back[..], p);
         out.len()
     });
@@ -135,12 +137,18 @@ fn main() {
     let (comp, size_f) = phase(&mut |k, p, out, _| {
         out.clear();
         out.reserve(2 * p.len());
-        zs[k].compress_vec(p, out, FlushCompress::Sync).expect("compresses");
+        zs[k]
+            .compress_vec(p, out, FlushCompress::Sync)
+            .expect("compresses");
         out.len() - 4
     });
-    println!("flate2 level {level}: {size} B x {codecs} codecs: compress {comp:.1} us/msg, {size_f:.0} B/msg");
-    let _ = (&mut out, &mut back);
+    println!(
+        "flate2 level {level}: {size} B x {codecs} codecs: compress {comp:.1} us/msg, {size_f:.0} B/msg"
+    );
 }
+
+/// One message for codec `k`: `(k, payload, output room, inflate room)` → bytes sent.
+type Step<'a> = dyn FnMut(usize, &[u8], &mut Vec<u8>, &mut Vec<u8>) -> usize + 'a;
 
 /// This thread's user + system CPU seconds (`/proc/thread-self/stat`, clock ticks).
 fn thread_cpu() -> f64 {
