@@ -91,8 +91,7 @@ pub struct DeflateConfig {
     pub client_max_window_bits: u8,
     /// Compression level, 0..=9. Default 1: our own encoder (fast, small per-connection
     /// state, dynamic Huffman codes; on JSON-like text smaller than zlib-rs's level 1 and
-    /// miniz_oxide's). 0 and 2..=9 are zlib-rs's levels. [`CompressorPolicy::Pooled`]
-    /// compressors are always zlib-rs's.
+    /// miniz_oxide's). 0 and 2..=9 are zlib-rs's levels.
     pub level: i32,
     /// zlib memory level, 1..=9, for zlib-rs's levels; lower saves compressor memory.
     /// Default 8. Level 1's own encoder does not use it.

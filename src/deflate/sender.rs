@@ -4,57 +4,12 @@ use std::sync::Arc;
 
 use zlib_rs::{Deflate, DeflateFlush};
 
-use super::fast::FastDeflate;
-use super::pool::{CompressorPool, Key};
+use super::pool::{Compressor, CompressorPool, Key};
 use super::predict::{Predictor, Verdict};
 use super::{CompressorPolicy, DeflateConfig, DeflateError, TRAILER, grow_zeroed};
 
-/// A connection's own compressor: ours at level 1 ([`FastDeflate`]), zlib-rs otherwise.
-enum Compressor {
-    Fast(Box<FastDeflate>),
-    Zlib(Deflate),
-}
-
-impl Compressor {
-    fn new(key: Key) -> Self {
-        if key.level == 1 {
-            Compressor::Fast(Box::new(FastDeflate::new(key.window_bits)))
-        } else {
-            Compressor::Zlib(key.build())
-        }
-    }
-
-    /// Compresses `input` as the next part of a message, appending to `out`; `fin` ends
-    /// the message (sync flush, RFC 7692 7.2.1 trailer removed).
-    fn compress(&mut self, input: &[u8], fin: bool, out: &mut Vec<u8>) -> Result<(), DeflateError> {
-        match self {
-            Compressor::Fast(f) => {
-                f.compress(input, fin, out);
-                Ok(())
-            }
-            Compressor::Zlib(d) => compress_zlib(d, input, fin, out),
-        }
-    }
-
-    fn reset(&mut self) {
-        match self {
-            Compressor::Fast(f) => f.reset(),
-            Compressor::Zlib(d) => d.reset(),
-        }
-    }
-
-    /// Resets and makes the last window of `payload` the history (a prepared message the
-    /// peer received, see `super::prepared`).
-    fn prime(&mut self, payload: &[u8], window_bits: u8) {
-        match self {
-            Compressor::Fast(f) => f.set_dictionary(payload),
-            Compressor::Zlib(d) => super::prepared::prime(d, payload, window_bits),
-        }
-    }
-}
-
 /// One zlib-rs compression step: `fin` sync-flushes and removes the trailer.
-fn compress_zlib(
+pub(super) fn compress_zlib(
     deflate: &mut Deflate,
     input: &[u8],
     fin: bool,
@@ -76,7 +31,7 @@ enum Engine {
     /// Borrowed from the pool for one message (held across `compress_chunk` calls).
     Pooled {
         pool: Arc<CompressorPool>,
-        borrowed: Option<Deflate>,
+        borrowed: Option<Compressor>,
     },
     /// The agreed window is 8 bits, which zlib cannot compress with: whole messages go
     /// uncompressed and fragmented ones as stored blocks, which reference no window.
@@ -170,8 +125,8 @@ impl Sender {
                 c.compress(input, fin, out)
             }
             Engine::Pooled { pool, borrowed } => {
-                let d = borrowed.get_or_insert_with(|| pool.take(key));
-                compress_zlib(d, input, fin, out)
+                let c = borrowed.get_or_insert_with(|| pool.take(key));
+                c.compress(input, fin, out)
             }
             Engine::Stored => unreachable!("the stored engine has no compressor"),
         }
