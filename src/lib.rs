@@ -18,7 +18,7 @@
 //! | feature    | default | what it gives |
 //! |------------|---------|---------------|
 //! | `simd`     | yes     | the AVX2, AVX-512 and NEON kernels of [`rapidws_simd`](simd); without it the portable scalar code runs |
-//! | `deflate`  | yes     | permessage-deflate (RFC 7692) on zlib-rs: [`deflate`] |
+//! | `deflate`  | yes     | permessage-deflate (RFC 7692), own level 1, zlib-rs: [`deflate`] |
 //! | `tokio`    | yes     | the async layer: [`tokio::serve`], [`tokio::connect`], split halves, send queues, timeouts; [`handler`] callbacks and [`tunnel`] byte streams |
 //! | `blocking` | yes     | a blocking layer over any `std::io::Read + Write`: [`blocking`] |
 //! | `rustls`   | no      | `wss://` over rustls, ring provider chosen explicitly: clients (`tls::connect_tls`, `blocking::connect_tls`) and servers (`tls::accept`, `tls::server_config_from_pem`) |

@@ -1,4 +1,5 @@
-//! permessage-deflate (RFC 7692) on zlib-rs.
+//! permessage-deflate (RFC 7692): compression at level 1 by our own encoder, other levels
+//! and all decompression by zlib-rs.
 //!
 //! [`negotiate`] handles the `Sec-WebSocket-Extensions` offer and answer; [`PerMessageDeflate`]
 //! is the per-connection codec the connection uses once the extension is agreed.
@@ -15,6 +16,11 @@
 //!   messages, which is correct whether or not the peer takes over context. A DEFLATE block
 //!   with BFINAL set ends the inflater's stream (RFC 7692 7.2.3.4): it is restarted, and the
 //!   rest of the message is inflated as a new stream.
+//! - Level 1 (the default) compresses with our own DEFLATE encoder (`fast.rs`): greedy
+//!   matching on an 8 KiB hash head, and per block whichever of dynamic Huffman codes,
+//!   fixed codes or a stored block is shortest. zlib-rs's level 1 writes fixed codes only
+//!   (about 18 % larger on JSON-like text) and keeps a 128 KiB hash head per connection,
+//!   which misses the caches once many connections take turns. Levels 2..=9 use zlib-rs.
 //! - Window bits: our compressor never uses a larger window than agreed. zlib cannot
 //!   compress with an 8-bit window, so a direction agreed at 8 bits sends every message
 //!   uncompressed ([`PerMessageDeflate::should_compress`] is false, and
@@ -26,12 +32,16 @@
 //!
 //! # Memory
 //!
-//! Compressors and decompressors are created on first use. With zlib-rs 0.6 and the default
-//! settings (15-bit windows, `mem_level` 8) a compressor holds about 371 KiB and a
-//! decompressor about 49 KiB (the latter whatever the window) (measured by `tests/deflate_memory.rs`; figures per window and
-//! memory level in `benches/RESULTS.md`). [`CompressorPolicy::Pooled`] shares compressors
+//! Compressors and decompressors are created on first use. At level 1 (the default) a
+//! compressor holds an 8 KiB hash head and a history that grows with what was sent up to
+//! the window plus 32 KiB (about 77 KiB at a 15-bit window); per thread, one 128 KiB token
+//! buffer is shared by all level-1 compressors. With zlib-rs 0.6 (levels 2..=9, 15-bit
+//! windows, `mem_level` 8) a compressor holds about 371 KiB. A decompressor holds about
+//! 49 KiB whatever the window (measured by `tests/deflate_memory.rs`; figures per level,
+//! window and memory level in `benches/RESULTS.md`). [`CompressorPolicy::Pooled`] shares compressors
 //! between connections and gives up send-side context takeover.
 
+mod fast;
 pub mod negotiate;
 mod pool;
 mod predict;
@@ -79,9 +89,12 @@ pub struct DeflateConfig {
     pub server_max_window_bits: u8,
     /// Largest LZ77 window the client may use, 9..=15. Default 15 (32 KiB).
     pub client_max_window_bits: u8,
-    /// zlib compression level, 0..=9. Default 1: fast, and most of the gain on text.
+    /// Compression level, 0..=9. Default 1: our own encoder (fast, small per-connection
+    /// state, dynamic Huffman codes; on JSON-like text smaller than zlib-rs's level 1 and
+    /// miniz_oxide's). 0 and 2..=9 are zlib-rs's levels.
     pub level: i32,
-    /// zlib memory level, 1..=9; lower saves compressor memory. Default 8.
+    /// zlib memory level, 1..=9, for zlib-rs's levels; lower saves compressor memory.
+    /// Default 8. Level 1's own encoder does not use it.
     pub mem_level: u8,
     /// Messages shorter than this are sent uncompressed. Default 128 bytes.
     pub min_size: usize,
@@ -97,7 +110,7 @@ pub struct DeflateConfig {
     /// of 64 bytes spread over a longer one), well under a microsecond (ASCII text is
     /// recognised from its first 64 bytes), and calls a message
     /// incompressible only when its sampled bytes are about as evenly spread as random
-    /// ones: then an order-0 coder could save at most about 4 %, and zlib's level 1 makes
+    /// ones: then an order-0 coder could save at most about 4 %, and zlib-rs's level 1 makes
     /// such data about 5 % larger. The decision comes before the compressor sees the
     /// message, so it needs no compressor reset and keeps context takeover intact (a
     /// message sent uncompressed never enters the peer's window either).
@@ -105,7 +118,8 @@ pub struct DeflateConfig {
     /// Random-looking data that repeats (a random block twice in one message) is what a
     /// histogram cannot see: after a run of skipped messages (16 at first, doubling up to
     /// 1,024) one is deflated as a probe on a scratch compressor (one per thread, about
-    /// 371 KiB at the default settings, kept for the thread's life), never on the
+    /// 72 KiB at level 1 and 371 KiB for zlib-rs's levels, kept for the thread's life),
+    /// never on the
     /// connection's. When it shrinks to under 7/8 of its size, it and the next 256
     /// messages are compressed as usual; otherwise it goes uncompressed. So probing costs
     /// no reset and no context, and a connection that only ever sends incompressible data

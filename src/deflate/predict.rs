@@ -37,6 +37,8 @@ use std::cell::RefCell;
 
 use zlib_rs::{Deflate, DeflateFlush};
 
+use super::fast::FastDeflate;
+
 use super::pool::Key;
 use super::sender::deflate_into;
 
@@ -116,9 +118,12 @@ pub(crate) fn looks_incompressible(payload: &[u8]) -> bool {
 }
 
 thread_local! {
-    /// The scratch compressor probes run on: one per thread, created on the first probe
-    /// (about 371 KiB at the default settings) and kept for the thread's life.
+    /// The scratch compressor probes run on at zlib-rs's levels: one per thread, created
+    /// on the first probe (about 371 KiB at `mem_level` 8) and kept for the thread's life.
     static SCRATCH: RefCell<Option<(Key, Deflate)>> = const { RefCell::new(None) };
+    /// The same at level 1, where the compressor is ours ([`FastDeflate`], about 72 KiB
+    /// with a 15-bit window), by window bits.
+    static FAST_SCRATCH: RefCell<Option<(u8, FastDeflate)>> = const { RefCell::new(None) };
 }
 
 /// The size `payload` deflates to as a whole message against an empty history (with the
@@ -127,6 +132,27 @@ thread_local! {
 /// as incompressible).
 pub(super) fn probe(payload: &[u8], key: Key, scratch: &mut Vec<u8>) -> Option<usize> {
     let start = scratch.len();
+    if key.level == 1 {
+        // Level 1 is our own compressor: probe with one of those (no zlib-rs state).
+        FAST_SCRATCH.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            let fast = match &mut *cell {
+                Some((bits, f)) if *bits == key.window_bits => {
+                    f.reset();
+                    f
+                }
+                slot => {
+                    &mut slot
+                        .insert((key.window_bits, FastDeflate::new(key.window_bits)))
+                        .1
+                }
+            };
+            fast.compress(payload, true, scratch);
+        });
+        let size = scratch.len() - start;
+        scratch.truncate(start);
+        return Some(size);
+    }
     let size = SCRATCH.with(|cell| {
         let mut cell = cell.borrow_mut();
         let deflate = match &mut *cell {

@@ -30,7 +30,7 @@ pub(super) fn prime(deflate: &mut Deflate, payload: &[u8], window_bits: u8) {
 
 /// Deflates `payload` as a whole RFC 7692 message against an empty history (fresh raw
 /// compressor with a `window_bits` window, sync flush, trailer removed), appending it to
-/// `out`.
+/// `out`. Level 1 uses our own compressor (`super::fast`), other levels zlib-rs.
 pub(crate) fn compress_standalone(
     payload: &[u8],
     window_bits: u8,
@@ -48,6 +48,12 @@ pub(crate) fn compress_standalone(
         level: level.clamp(0, 9),
         mem_level: mem_level.clamp(1, 9),
     };
+    if key.level == 1 {
+        // Our own level-1 compressor, as connections use (and far less to set up than a
+        // zlib-rs compressor).
+        super::fast::FastDeflate::new(key.window_bits).compress(payload, true, out);
+        return Ok(());
+    }
     let mut deflate = key.build();
     let start = out.len();
     deflate_into(&mut deflate, payload, DeflateFlush::SyncFlush, out)?;

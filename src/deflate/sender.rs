@@ -4,18 +4,34 @@ use std::sync::Arc;
 
 use zlib_rs::{Deflate, DeflateFlush};
 
-use super::pool::{CompressorPool, Key};
+use super::pool::{Compressor, CompressorPool, Key};
 use super::predict::{Predictor, Verdict};
 use super::{CompressorPolicy, DeflateConfig, DeflateError, TRAILER, grow_zeroed};
+
+/// One zlib-rs compression step: `fin` sync-flushes and removes the trailer.
+pub(super) fn compress_zlib(
+    deflate: &mut Deflate,
+    input: &[u8],
+    fin: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), DeflateError> {
+    let start = out.len();
+    if fin {
+        deflate_into(deflate, input, DeflateFlush::SyncFlush, out)?;
+        strip_trailer(out, start)
+    } else {
+        deflate_into(deflate, input, DeflateFlush::NoFlush, out)
+    }
+}
 
 /// Where the compressor comes from.
 enum Engine {
     /// Ours for the connection's life, created on first use.
-    Attached(Option<Deflate>),
+    Attached(Option<Compressor>),
     /// Borrowed from the pool for one message (held across `compress_chunk` calls).
     Pooled {
         pool: Arc<CompressorPool>,
-        borrowed: Option<Deflate>,
+        borrowed: Option<Compressor>,
     },
     /// The agreed window is 8 bits, which zlib cannot compress with: whole messages go
     /// uncompressed and fragmented ones as stored blocks, which reference no window.
@@ -97,18 +113,21 @@ impl Sender {
         !matches!(self.engine, Engine::Stored) && len >= self.min_size
     }
 
-    /// The compressor for the current message.
-    fn acquire(&mut self) -> &mut Deflate {
+    /// Runs the current message's compressor over `input` (see [`Compressor::compress`]).
+    fn run(&mut self, input: &[u8], fin: bool, out: &mut Vec<u8>) -> Result<(), DeflateError> {
         let key = self.key;
         match &mut self.engine {
-            Engine::Attached(d) => {
-                let d = d.get_or_insert_with(|| key.build());
+            Engine::Attached(c) => {
+                let c = c.get_or_insert_with(|| Compressor::new(key));
                 if let Some(prime) = self.prime.take() {
-                    super::prepared::prime(d, &prime, key.window_bits);
+                    c.prime(&prime, key.window_bits);
                 }
-                d
+                c.compress(input, fin, out)
             }
-            Engine::Pooled { pool, borrowed } => borrowed.get_or_insert_with(|| pool.take(key)),
+            Engine::Pooled { pool, borrowed } => {
+                let c = borrowed.get_or_insert_with(|| pool.take(key));
+                c.compress(input, fin, out)
+            }
             Engine::Stored => unreachable!("the stored engine has no compressor"),
         }
     }
@@ -172,8 +191,7 @@ impl Sender {
                 }
             }
         }
-        let result = deflate_into(self.acquire(), payload, DeflateFlush::SyncFlush, out)
-            .and_then(|()| strip_trailer(out, start));
+        let result = self.run(payload, true, out);
         if let Err(e) = result {
             out.truncate(start);
             self.finish_message(true);
@@ -209,14 +227,13 @@ impl Sender {
                 out.push(0x00);
                 Ok(())
             } else {
-                deflate_into(self.acquire(), chunk, DeflateFlush::SyncFlush, out)
-                    .and_then(|()| strip_trailer(out, start))
+                self.run(chunk, true, out)
             }
         } else if chunk.is_empty() {
             Ok(())
         } else {
             self.unflushed = true;
-            deflate_into(self.acquire(), chunk, DeflateFlush::NoFlush, out)
+            self.run(chunk, false, out)
         };
         if let Err(e) = result {
             out.truncate(start);
