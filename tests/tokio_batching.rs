@@ -177,7 +177,7 @@ impl AsyncWrite for Trickle {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         self.calls += 1;
-        if self.calls % 2 == 0 {
+        if self.calls.is_multiple_of(2) {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
