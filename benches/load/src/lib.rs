@@ -13,6 +13,7 @@
 //! exactly one core's worth of executor. Per-connection errors (the load tool resets its
 //! connections when it stops) are not printed.
 
+use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -293,6 +294,49 @@ pub fn clock_ticks_per_second() -> u64 {
         .and_then(|s| s.trim().parse().ok())
         .filter(|&t| t > 0)
         .unwrap_or(100)
+}
+
+/// A small deterministic PRNG (xorshift64*), so every run sends the same bytes.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// `size` bytes of JSON-like ASCII text: an array of small records with varying numbers
+/// and words, cut at `size` (so "JSON-like": the cut may end mid-record).
+pub fn json_like(size: usize, rng: &mut Rng) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa",
+    ];
+    let mut s = String::with_capacity(size + 256);
+    s.push('[');
+    let mut id = rng.next_u64() % 100_000;
+    while s.len() < size {
+        id += 1 + rng.next_u64() % 7;
+        let r = rng.next_u64();
+        let _ = write!(
+            s,
+            "{{\"id\":{id},\"user\":\"{}_{}\",\"ts\":{},\"price\":{}.{:02},\"tags\":[\"{}\",\"{}\"],\"active\":{}}},",
+            WORDS[(r % 16) as usize],
+            r % 1000,
+            1_700_000_000_000u64 + (r >> 20) % 1_000_000_000,
+            (r >> 8) % 10_000,
+            (r >> 4) % 100,
+            WORDS[((r >> 32) % 16) as usize],
+            WORDS[((r >> 40) % 16) as usize],
+            r & 1 == 1,
+        );
+    }
+    let mut v = s.into_bytes();
+    v.truncate(size);
+    v
 }
 
 #[cfg(test)]

@@ -11,53 +11,12 @@
 //! Prints one line per library: µs per message to compress, bytes per message, and µs per
 //! message to inflate (rapidws inflating its own output with a client codec).
 
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use flate2::{Compress, Compression, FlushCompress};
 use rapidws::Role;
 use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
-
-/// The load tool's generator (benches/load/src/bin/load.rs), same seed for a size.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-fn json_like(size: usize, rng: &mut Rng) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
-        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa",
-    ];
-    let mut s = String::with_capacity(size + 256);
-    s.push('[');
-    let mut id = rng.next() % 100_000;
-    while s.len() < size {
-        id += 1 + rng.next() % 7;
-        let r = rng.next();
-        let _ = write!(
-            s,
-            "{{\"id\":{id},\"user\":\"{}_{}\",\"ts\":{},\"price\":{}.{:02},\"tags\":[\"{}\",\"{}\"],\"active\":{}}},",
-            WORDS[(r % 16) as usize],
-            r % 1000,
-            1_700_000_000_000u64 + (r >> 20) % 1_000_000_000,
-            (r >> 8) % 10_000,
-            (r >> 4) % 100,
-            WORDS[((r >> 32) % 16) as usize],
-            WORDS[((r >> 40) % 16) as usize],
-            r & 1 == 1,
-        );
-    }
-    let mut v = s.into_bytes();
-    v.truncate(size);
-    v
-}
+use rapidws_load::{Rng, json_like};
 
 fn arg(name: &str, default: f64) -> f64 {
     let args: Vec<String> = std::env::args().collect();

@@ -33,13 +33,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
-use rapidws_load::{clock_ticks_per_second, find, proc_cpu_ticks, proc_rss_bytes};
+use rapidws_load::{Rng, clock_ticks_per_second, find, json_like, proc_cpu_ticks, proc_rss_bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
@@ -160,53 +159,10 @@ impl Args {
 // ---------------------------------------------------------------------------------
 // Payloads and frames
 
-/// A small deterministic PRNG (xorshift64*), so every run sends the same bytes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-/// `size` bytes of JSON-like ASCII text: an array of small records with varying numbers
-/// and words, cut at `size` (so "JSON-like": the cut may end mid-record).
-fn json_like(size: usize, rng: &mut Rng) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
-        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa",
-    ];
-    let mut s = String::with_capacity(size + 256);
-    s.push('[');
-    let mut id = rng.next() % 100_000;
-    while s.len() < size {
-        id += 1 + rng.next() % 7;
-        let r = rng.next();
-        let _ = write!(
-            s,
-            "{{\"id\":{id},\"user\":\"{}_{}\",\"ts\":{},\"price\":{}.{:02},\"tags\":[\"{}\",\"{}\"],\"active\":{}}},",
-            WORDS[(r % 16) as usize],
-            r % 1000,
-            1_700_000_000_000u64 + (r >> 20) % 1_000_000_000,
-            (r >> 8) % 10_000,
-            (r >> 4) % 100,
-            WORDS[((r >> 32) % 16) as usize],
-            WORDS[((r >> 40) % 16) as usize],
-            r & 1 == 1,
-        );
-    }
-    let mut v = s.into_bytes();
-    v.truncate(size);
-    v
-}
-
 fn random_bytes(size: usize, rng: &mut Rng) -> Vec<u8> {
     let mut v = Vec::with_capacity(size + 8);
     while v.len() < size {
-        v.extend_from_slice(&rng.next().to_le_bytes());
+        v.extend_from_slice(&rng.next_u64().to_le_bytes());
     }
     v.truncate(size);
     v
@@ -272,7 +228,7 @@ fn variants(args: &Args) -> Vec<Variant> {
             } else {
                 random_bytes(args.size, &mut rng)
             };
-            let key = (rng.next() as u32 | 1).to_le_bytes();
+            let key = (rng.next_u64() as u32 | 1).to_le_bytes();
             let opcode = if args.text { 1 } else { 2 };
             let (frame, _) = if args.deflate {
                 client_frame(opcode, true, &deflate_message(&mut z, &data), key)
