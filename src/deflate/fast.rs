@@ -788,6 +788,7 @@ fn common_len(b: &[u8], a: usize, i: usize, max: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deflate::noise::noise;
     use crate::deflate::receiver::Receiver;
 
     /// JSON-like records, as the load tool sends.
@@ -815,18 +816,6 @@ mod tests {
         s.into_bytes()
     }
 
-    fn random(size: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..size)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
-
     fn inflate(receiver: &mut Receiver, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         receiver
@@ -845,9 +834,9 @@ mod tests {
                 json_like(1024, 1), // a whole earlier copy: matches reach back
                 b"x".to_vec(),
                 Vec::new(),
-                random(3000, 2),
+                noise(3000, 2),
                 json_like(70_000, 3), // several blocks, history trimmed in between
-                [json_like(500, 4), random(500, 5), json_like(500, 4)].concat(),
+                [json_like(500, 4), noise(500, 5), json_like(500, 4)].concat(),
                 vec![b'a'; 100_000], // runs of the longest match
                 json_like(16 * 1024, 6),
             ];
@@ -922,7 +911,7 @@ mod tests {
 
     #[test]
     fn incompressible_data_goes_stored_and_grows_by_a_few_bytes() {
-        let data = random(100_000, 10);
+        let data = noise(100_000, 10);
         let mut enc = FastDeflate::new(15);
         let mut out = Vec::new();
         enc.compress(&data, true, &mut out);

@@ -42,7 +42,12 @@
 //! between connections and gives up send-side context takeover.
 
 mod fast;
+// The integration tests' noise generator, so that one xorshift serves them and the unit
+// tests here (`predict`, `fast`).
 pub mod negotiate;
+#[cfg(test)]
+#[path = "../../tests/noise/mod.rs"]
+mod noise;
 mod pool;
 mod predict;
 pub(crate) mod prepared;

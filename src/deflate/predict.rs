@@ -237,17 +237,10 @@ impl Predictor {
     }
 }
 
-// The integration tests' noise generator, so that one xorshift serves both. (Declared here
-// rather than inside `tests`: a path in an inline module would start from the directory
-// `src/deflate/predict/tests/`, which does not exist.)
-#[cfg(test)]
-#[path = "../../tests/noise/mod.rs"]
-mod noise;
-
 #[cfg(test)]
 mod tests {
-    use super::noise::noise;
     use super::*;
+    use crate::deflate::noise::noise;
 
     fn json(len: usize) -> Vec<u8> {
         let mut s = String::new();

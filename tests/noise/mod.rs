@@ -1,4 +1,4 @@
-//! Shared by the deflate and tunnel tests and by the unit tests of `src/deflate/predict.rs`:
+//! Shared by the deflate and tunnel tests and by the unit tests in `src/deflate/`:
 //! deterministic pseudo-random bytes (xorshift), which deflate cannot shrink.
 #![allow(dead_code)]
 
