@@ -17,13 +17,29 @@ use rapidws::tokio::{Config, Message, WebSocket};
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio_support::bounded;
 
-/// A stream that counts the write calls that reached it.
-struct Counting {
+/// An in-memory pipe end that counts the write calls that reached it. It takes at most
+/// `limit` bytes per write, and with `refuse_every_other` answers every other write with
+/// `Pending` (waking at once), as a congested socket does.
+struct Pipe {
     inner: DuplexStream,
     writes: Arc<AtomicUsize>,
+    limit: usize,
+    refuse_every_other: bool,
 }
 
-impl AsyncRead for Counting {
+impl Pipe {
+    /// Takes every byte offered, as a socket with room does.
+    fn counted(inner: DuplexStream, writes: Arc<AtomicUsize>) -> Self {
+        Pipe {
+            inner,
+            writes,
+            limit: usize::MAX,
+            refuse_every_other: false,
+        }
+    }
+}
+
+impl AsyncRead for Pipe {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -33,28 +49,36 @@ impl AsyncRead for Counting {
     }
 }
 
-impl AsyncWrite for Counting {
+impl AsyncWrite for Pipe {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        // Take every slice, as a socket with room would.
+        let calls = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.refuse_every_other && calls.is_multiple_of(2) {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let mut left = self.limit;
         let mut n = 0;
         for b in bufs {
-            match Pin::new(&mut self.inner).poll_write(cx, b) {
+            let take = b.len().min(left);
+            if take == 0 {
+                continue;
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &b[..take]) {
                 Poll::Ready(Ok(k)) => {
                     n += k;
-                    if k < b.len() {
+                    left -= k;
+                    if k < take {
                         break;
                     }
                 }
@@ -77,24 +101,12 @@ impl AsyncWrite for Counting {
 }
 
 /// A client and a server over an in-memory pipe, with the server's writes counted.
-fn counted_pair() -> (
-    WebSocket<DuplexStream>,
-    WebSocket<Counting>,
-    Arc<AtomicUsize>,
-) {
+fn counted_pair() -> (WebSocket<DuplexStream>, WebSocket<Pipe>, Arc<AtomicUsize>) {
     let (a, b) = tokio::io::duplex(1 << 20);
     let writes = Arc::new(AtomicUsize::new(0));
     let config = Config::default();
     let client = WebSocket::from_raw(a, Role::Client, &config, &[]);
-    let server = WebSocket::from_raw(
-        Counting {
-            inner: b,
-            writes: writes.clone(),
-        },
-        Role::Server,
-        &config,
-        &[],
-    );
+    let server = WebSocket::from_raw(Pipe::counted(b, writes.clone()), Role::Server, &config, &[]);
     (client, server, writes)
 }
 
@@ -145,75 +157,6 @@ async fn send_writes_at_once() {
     );
 }
 
-/// A vectored stream that takes at most `limit` bytes per write and answers every other
-/// write with `Pending` (waking at once), as a congested socket does.
-struct Trickle {
-    inner: DuplexStream,
-    limit: usize,
-    calls: usize,
-}
-
-impl AsyncRead for Trickle {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Trickle {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
-    }
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.calls += 1;
-        if self.calls.is_multiple_of(2) {
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        let mut left = self.limit;
-        let mut n = 0;
-        for b in bufs {
-            let take = b.len().min(left);
-            if take == 0 {
-                continue;
-            }
-            match Pin::new(&mut self.inner).poll_write(cx, &b[..take]) {
-                Poll::Ready(Ok(k)) => {
-                    n += k;
-                    left -= k;
-                    if k < take {
-                        break;
-                    }
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending if n == 0 => return Poll::Pending,
-                Poll::Pending => break,
-            }
-        }
-        Poll::Ready(Ok(n))
-    }
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
 /// A lone frame is written straight from the connection; what a partial or refused write
 /// leaves must go out through the queue, whole and in order, with `send` and with `feed`.
 #[tokio::test]
@@ -221,10 +164,10 @@ async fn messages_arrive_whole_through_partial_and_refused_writes() {
     let sizes = [0usize, 1, 125, 126, 513, 4096, 70_000];
     for limit in [1, 7, 600, 1 << 20] {
         let (a, b) = tokio::io::duplex(16 * 1024);
-        let trickle = Trickle {
-            inner: b,
+        let trickle = Pipe {
             limit,
-            calls: 0,
+            refuse_every_other: true,
+            ..Pipe::counted(b, Arc::new(AtomicUsize::new(0)))
         };
         let mut server = WebSocket::from_raw(trickle, Role::Server, &Config::default(), &[]);
         let mut client = WebSocket::from_raw(a, Role::Client, &Config::default(), &[]);
