@@ -336,23 +336,15 @@ impl Decoder {
         let start = header.header_len as usize;
         // The caller checked that the payload is in `buf`, so this is no larger than it.
         let end = start + header.payload_len as usize;
-        let payload = &mut buf[start..end];
         // Compressed text is validated after inflating.
         let validate = text && !compressed;
-        match (header.mask, validate) {
-            (Some(mut key), true) => utf8::unmask_validate(payload, &mut key, &mut self.utf8)
-                .map_err(|_| ProtocolError::InvalidUtf8)?,
-            (Some(mut key), false) => rapidws_simd::mask::apply(payload, &mut key),
-            (None, true) => self
-                .utf8
-                .feed(payload)
-                .map_err(|_| ProtocolError::InvalidUtf8)?,
-            (None, false) => {}
-        }
-        if validate {
-            // RFC 6455 8.1: a text message ending inside a code point is invalid.
-            self.utf8.finish().map_err(|_| ProtocolError::InvalidUtf8)?;
-        }
+        let mut key = header.mask;
+        unmask_and_validate(
+            &mut buf[start..end],
+            &mut key,
+            validate.then_some(&mut self.utf8),
+            true,
+        )?;
         Ok(Decoded {
             consumed: end,
             item: Some(Item::Data(DataChunk {
@@ -586,25 +578,16 @@ impl Decoder {
                 item: None,
             });
         }
-        let chunk = &mut buf[..n];
-        let validate = msg.kind == MessageKind::Text && !msg.compressed;
-        match (&mut frame.key, validate) {
-            (Some(key), true) => utf8::unmask_validate(chunk, key, &mut self.utf8)
-                .map_err(|_| ProtocolError::InvalidUtf8)?,
-            (Some(key), false) => rapidws_simd::mask::apply(chunk, key),
-            (None, true) => self
-                .utf8
-                .feed(chunk)
-                .map_err(|_| ProtocolError::InvalidUtf8)?,
-            (None, false) => {}
-        }
-        frame.remaining -= n as u64;
-        let frame_end = frame.remaining == 0;
+        let frame_end = frame.remaining == n as u64;
         let message_end = frame_end && frame.fin;
-        if validate && message_end {
-            // RFC 6455 8.1: a text message ending inside a code point is invalid.
-            self.utf8.finish().map_err(|_| ProtocolError::InvalidUtf8)?;
-        }
+        let validate = msg.kind == MessageKind::Text && !msg.compressed;
+        unmask_and_validate(
+            &mut buf[..n],
+            &mut frame.key,
+            validate.then_some(&mut self.utf8),
+            message_end,
+        )?;
+        frame.remaining -= n as u64;
         let chunk = DataChunk {
             kind: msg.kind,
             compressed: msg.compressed,
@@ -625,6 +608,31 @@ impl Decoder {
             item: Some(Item::Data(chunk)),
         })
     }
+}
+
+/// Unmasks a piece of a data frame's payload with `key` (its phase advanced for the next
+/// piece) and feeds it to the message's UTF-8 validator, if the message is validated here;
+/// `message_end` ends the message's validation.
+#[inline(always)]
+fn unmask_and_validate(
+    chunk: &mut [u8],
+    key: &mut Option<[u8; 4]>,
+    mut utf8: Option<&mut Validator>,
+    message_end: bool,
+) -> Result<(), ProtocolError> {
+    match (key, utf8.as_deref_mut()) {
+        (Some(key), Some(v)) => {
+            utf8::unmask_validate(chunk, key, v).map_err(|_| ProtocolError::InvalidUtf8)?
+        }
+        (Some(key), None) => rapidws_simd::mask::apply(chunk, key),
+        (None, Some(v)) => v.feed(chunk).map_err(|_| ProtocolError::InvalidUtf8)?,
+        (None, None) => {}
+    }
+    if message_end && let Some(v) = utf8 {
+        // RFC 6455 8.1: a text message ending inside a code point is invalid.
+        v.finish().map_err(|_| ProtocolError::InvalidUtf8)?;
+    }
+    Ok(())
 }
 
 /// What a batched frame needs done to its payload.
