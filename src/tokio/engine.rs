@@ -209,10 +209,7 @@ impl Engine {
         }
         let parts = [IoSlice::new(t.header()), IoSlice::new(t.payload())];
         match wr.poll_write_vectored(cx, &parts) {
-            Poll::Ready(Ok(n)) if n == t.len() => {
-                self.control_pending = 0;
-                Poll::Ready(Ok(()))
-            }
+            Poll::Ready(Ok(n)) if n == t.len() => Poll::Ready(Ok(())),
             Poll::Ready(Ok(n)) => {
                 // Partly written (or not at all: the queue's drain reports `WriteZero`).
                 t.advance(n);
