@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_sink::Sink;
+use rapidws::PreparedMessage;
 use rapidws::deflate::DeflateConfig;
-use rapidws::prepared::PreparedMessage;
 use rapidws::tokio::{ClientConfig, Message, ServerConfig, Utf8Bytes, WebSocket, accept};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::{TcpSocket, TcpStream};

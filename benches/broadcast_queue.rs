@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rapidws::PreparedMessage;
 use rapidws::Role;
 use rapidws::codec::MessageKind;
 use rapidws::connection::{Config, Connection};
 use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
-use rapidws::prepared::PreparedMessage;
 
 const CONNS: usize = 1000;
 
@@ -82,7 +82,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let msg = PreparedMessage::text(&text);
                 for c in &mut cs {
-                    c.send_prepared_message(&msg).unwrap();
+                    c.send_prepared(&msg).unwrap();
                 }
                 black_box(drain(&mut cs))
             })

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rapidws::MessageKind;
+use rapidws::PreparedMessage;
 use rapidws::deflate::DeflateConfig;
-use rapidws::prepared::PreparedMessage;
 use rapidws::tokio::{
     ClientConfig, Config, Message, ServerConfig, TrySendError, WriteHalf, accept, connect,
 };

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::Role;
+use crate::codec::Role;
 use crate::codec::{CloseCode, MessageKind, ProtocolError};
 use crate::connection::{self, Connection, OwnedEvent, SendError};
 #[cfg(feature = "deflate")]
@@ -88,6 +88,8 @@ pub enum Error {
     /// [`connect`] was given a `wss://` URL: use `connect_tls` (feature `rustls`), or
     /// connect TLS yourself and call [`client_handshake`].
     TlsUnsupported,
+    /// The URL given to [`connect`] cannot be used.
+    Url(crate::url::UrlError),
     /// The connection is closed; nothing more can be sent.
     Closed,
     /// A send was refused for another reason (control payload over 125 bytes, a close
@@ -96,12 +98,13 @@ pub enum Error {
     /// The proxy refused or botched opening the tunnel, or its URL is unusable
     /// (feature `proxy`).
     #[cfg(feature = "proxy")]
-    Proxy(crate::tokio::ProxyError),
+    Proxy(crate::proxy::ProxyError),
 }
 
 crate::layer::layer_error!(Error, |f| {
     Error::Timeout(t) => write!(f, "{}", connection::Error::Timeout(*t)), None;
     Error::TlsUnsupported => f.write_str("wss:// needs a TLS stream"), None;
+    Error::Url(e) => e.fmt(f), Some(e);
 });
 
 impl Error {
@@ -216,11 +219,11 @@ pub struct ClientConfig {
     pub subprotocols: Vec<String>,
     /// Extra request headers, for example `Authorization`.
     pub headers: Vec<(String, String)>,
-    /// The proxy to connect through (feature `proxy`; the same [`Proxy`](crate::tokio::Proxy)
+    /// The proxy to connect through (feature `proxy`; the same [`Proxy`](crate::proxy::Proxy)
     /// as the tokio client). Default none. Opening the tunnel (TCP to the proxy excluded)
     /// must finish within [`ClientConfig::connect_timeout`].
     #[cfg(feature = "proxy")]
-    pub proxy: crate::tokio::Proxy,
+    pub proxy: crate::proxy::Proxy,
 }
 
 impl Default for ClientConfig {
@@ -235,7 +238,7 @@ impl Default for ClientConfig {
             subprotocols: Vec::new(),
             headers: Vec::new(),
             #[cfg(feature = "proxy")]
-            proxy: crate::tokio::Proxy::none(),
+            proxy: crate::proxy::Proxy::none(),
         }
     }
 }
@@ -258,7 +261,7 @@ impl ClientConfig {
     }
     /// Sets [`ClientConfig::proxy`] (feature `proxy`).
     #[cfg(feature = "proxy")]
-    pub fn with_proxy(mut self, proxy: crate::tokio::Proxy) -> Self {
+    pub fn with_proxy(mut self, proxy: crate::proxy::Proxy) -> Self {
         self.proxy = proxy;
         self
     }
@@ -275,7 +278,7 @@ impl ClientConfig {
 /// opening handshake. For `wss://` use `connect_tls` (feature `rustls`). With feature
 /// `proxy`, the connection goes through the [`ClientConfig::proxy`] named for the host.
 pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
-    let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
+    let (request, target) = ClientRequest::from_url(url).map_err(Error::Url)?;
     if target.secure {
         return Err(Error::TlsUnsupported);
     }
@@ -311,12 +314,12 @@ fn open_stream(
 #[cfg(feature = "proxy")]
 fn proxy_tunnel(
     stream: &mut TcpStream,
-    server: &crate::tokio::ProxyServer,
+    server: &crate::proxy::ProxyServer,
     host: &str,
     port: u16,
     config: &ClientConfig,
 ) -> Result<(), Error> {
-    use crate::tokio::proxy::{MAX_READ, Negotiation, Step};
+    use crate::proxy::{MAX_READ, Negotiation, Step};
 
     let max_head = config.proxy.max_response_head();
     let mut negotiation = Negotiation::new(server, host, port, max_head).map_err(Error::Proxy)?;
@@ -393,11 +396,9 @@ pub fn connect_tls(
 ) -> Result<WebSocket<TlsStream>, Error> {
     use tokio_rustls::rustls::{ClientConnection, StreamOwned, pki_types::ServerName};
 
-    let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
+    let (request, target) = ClientRequest::from_url(url).map_err(Error::Url)?;
     if !target.secure {
-        return Err(Error::ClientHandshake(ClientError::InvalidRequest(
-            "connect_tls needs a wss:// URL",
-        )));
+        return Err(Error::Url(crate::url::UrlError::UnsupportedScheme));
     }
     let tls = match tls {
         Some(t) => t,

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::Role;
+use crate::codec::Role;
 use crate::connection::{self, Connection};
 #[cfg(feature = "deflate")]
 use crate::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};

@@ -332,25 +332,17 @@ pub mod hyper;
 mod layer;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod message;
-pub mod prepared;
+#[cfg(feature = "proxy")]
+pub mod proxy;
 #[cfg(feature = "rustls")]
 pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 #[cfg(feature = "tokio")]
 pub mod tunnel;
+pub mod url;
 
 pub use rapidws_simd as simd;
 
-pub use codec::{CloseCode, MessageKind, ProtocolError};
-pub use connection::{Config, Connection, Event};
-pub use prepared::PreparedMessage;
-
-/// Which end of the connection this is. Clients mask what they send; servers require it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// The end that sent the upgrade request.
-    Client,
-    /// The end that accepted it.
-    Server,
-}
+pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
+pub use connection::{Config, Connection, Event, PreparedMessage};

@@ -220,7 +220,7 @@ pub async fn connect_tls(
     config: &ClientConfig,
     tls: Option<Arc<rustls::ClientConfig>>,
 ) -> Result<WebSocket<TlsStream<TcpStream>>, Error> {
-    let (request, target) = ClientRequest::from_url(url).map_err(Error::ClientHandshake)?;
+    let (request, target) = ClientRequest::from_url(url)?;
     if !target.secure {
         return Err(Error::Url(UrlError::UnsupportedScheme));
     }

@@ -3,8 +3,9 @@
 use std::time::{Duration, Instant};
 
 use bytes::Buf;
+use rapidws::PreparedMessage;
 use rapidws::Role;
-use rapidws::codec::{CloseCode, MessageKind, PreparedFrame, ProtocolError};
+use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
 use rapidws::connection::{
     Config, Connection, Delivery, Error, Event, OwnedEvent, SendError, Timeout,
 };
@@ -401,17 +402,28 @@ fn message_over_limit_in_fragments_fails_with_1009() {
 }
 
 #[test]
-fn prepared_frame_is_sent_as_is_by_server_only() {
+fn prepared_message_goes_to_both_roles_and_a_client_masks_its_copy() {
     let mut p = Pair::new();
-    let frame = PreparedFrame::new(MessageKind::Text, b"broadcast");
-    p.server.send_prepared(&frame).unwrap();
-    assert_eq!(
-        p.client.send_prepared(&frame),
-        Err(SendError::PreparedOnClient)
-    );
-    pump(&mut p.server, &mut p.client, p.now);
+    let prepared = PreparedMessage::text("broadcast");
+    p.server.send_prepared(&prepared).unwrap();
+    // The server queues the shared frame as it is: the same bytes, unmasked.
+    let mut wire = Vec::new();
+    p.server.write_pending(&mut wire);
+    assert_eq!(wire, prepared.frame()[..]);
+    p.client.handle_bytes(p.now, &wire);
     assert_eq!(
         drain(&mut p.client),
+        vec![msg(MessageKind::Text, b"broadcast")]
+    );
+    // A client masks every frame with a fresh key (RFC 6455 5.3): its own masked copy.
+    p.client.send_prepared(&prepared).unwrap();
+    let mut wire = Vec::new();
+    p.client.write_pending(&mut wire);
+    assert_eq!(wire[1] & 0x80, 0x80, "masked");
+    assert_eq!(wire.len(), prepared.frame().len() + 4);
+    p.server.handle_bytes(p.now, &wire);
+    assert_eq!(
+        drain(&mut p.server),
         vec![msg(MessageKind::Text, b"broadcast")]
     );
 }

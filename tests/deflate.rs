@@ -699,7 +699,7 @@ fn random_data_sent_again_is_skipped_again() {
 #[test]
 fn a_skipped_message_leaves_a_pending_prime_for_the_next_compressed_one() {
     use rapidws::MessageKind;
-    use rapidws::prepared::PreparedMessage;
+    use rapidws::PreparedMessage;
 
     let cfg = predicting();
     let (mut server, mut client) = pair(DeflateParams::default(), &cfg);

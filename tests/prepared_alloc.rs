@@ -8,10 +8,10 @@ use std::time::Instant;
 mod alloc_count;
 use alloc_count::allocations;
 
+use rapidws::PreparedMessage;
 use rapidws::Role;
 use rapidws::connection::{Config, Connection};
 use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
-use rapidws::prepared::PreparedMessage;
 use rapidws::tokio::{ClientConfig, ServerConfig, WebSocket, accept, client_handshake};
 use tokio::io::DuplexStream;
 
@@ -56,7 +56,7 @@ fn connection_sends_prepared_messages_without_allocating() {
         // Warm-up: each connection's output queue gets its capacity.
         let warm = prepared(0);
         for c in &mut conns {
-            c.send_prepared_message(&warm).unwrap();
+            c.send_prepared(&warm).unwrap();
             while c.poll_transmit().is_some() {}
         }
         for round in 1..4 {
@@ -64,7 +64,7 @@ fn connection_sends_prepared_messages_without_allocating() {
             let (n, bytes) = allocations(|| {
                 let mut bytes = 0;
                 for c in &mut conns {
-                    c.send_prepared_message(&msg).unwrap();
+                    c.send_prepared(&msg).unwrap();
                     while let Some(t) = c.poll_transmit() {
                         bytes += t.len();
                     }

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use rapidws::Role;
 use rapidws::codec::MessageKind;
 use rapidws::connection::{Config, Connection, OwnedEvent};
+use rapidws::connection::{PrepareError, PreparedMessage};
 use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
-use rapidws::prepared::{PrepareError, PreparedMessage};
 
 fn params(server_nct: bool, server_bits: u8) -> DeflateParams {
     DeflateParams {
@@ -91,9 +91,7 @@ fn mixed_run(deflate: Option<DeflateParams>, seed: u64, rounds: usize) -> Vec<Ve
         let text = g.message();
         let prepared = g.next().is_multiple_of(2);
         if prepared {
-            server
-                .send_prepared_message(&PreparedMessage::text(&text))
-                .unwrap();
+            server.send_prepared(&PreparedMessage::text(&text)).unwrap();
         } else {
             server.send_text(&text).unwrap();
         }
@@ -148,7 +146,7 @@ fn mixed_messages_decode_without_compression() {
 fn prepared_frame_is_the_shared_buffer_on_an_uncompressed_server() {
     let (mut server, _) = pair(None);
     let msg = PreparedMessage::text(&"x".repeat(4096));
-    server.send_prepared_message(&msg).unwrap();
+    server.send_prepared(&msg).unwrap();
     let t = server.poll_transmit().unwrap();
     assert!(t.header().is_empty());
     assert_eq!(t.payload().as_ptr(), msg.frame().as_ptr(), "no copy");
@@ -168,7 +166,7 @@ fn one_compressed_frame_serves_every_context_takeover_peer() {
         }
         pump(&mut server, &mut client);
         received(&mut client);
-        server.send_prepared_message(&msg).unwrap();
+        server.send_prepared(&msg).unwrap();
         let t = server.poll_transmit().unwrap();
         frames.push(t.payload().clone());
         client.handle_bytes(Instant::now(), t.payload());
@@ -185,9 +183,7 @@ fn next_own_message_back_references_the_prepared_one() {
     // ordinary message compresses to a few bytes of back-reference.
     let text = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".repeat(20);
     let (mut server, mut client) = pair(Some(params(false, 15)));
-    server
-        .send_prepared_message(&PreparedMessage::text(&text))
-        .unwrap();
+    server.send_prepared(&PreparedMessage::text(&text)).unwrap();
     let first = pump(&mut server, &mut client);
     server.send_text(&text).unwrap();
     let second = pump(&mut server, &mut client);
@@ -206,7 +202,7 @@ fn next_own_message_back_references_the_prepared_one() {
 fn prepared_message_below_min_size_goes_uncompressed() {
     let (mut server, mut client) = pair(Some(params(false, 15)));
     let msg = PreparedMessage::binary(b"tiny");
-    server.send_prepared_message(&msg).unwrap();
+    server.send_prepared(&msg).unwrap();
     let wire = pump(&mut server, &mut client);
     assert_eq!(wire, &msg.frame()[..]);
     assert_eq!(&received(&mut client)[0].1[..], b"tiny");
@@ -216,9 +212,7 @@ fn prepared_message_below_min_size_goes_uncompressed() {
 fn client_sends_prepared_message_masked() {
     let (mut server, mut client) = pair(Some(params(false, 15)));
     let text = "from the client ".repeat(30);
-    client
-        .send_prepared_message(&PreparedMessage::text(&text))
-        .unwrap();
+    client.send_prepared(&PreparedMessage::text(&text)).unwrap();
     let wire = pump(&mut client, &mut server);
     assert_ne!(wire[1] & 0x80, 0, "mask bit set");
     assert_eq!(&received(&mut server)[0].1[..], text.as_bytes());
@@ -249,7 +243,7 @@ fn build_writes_the_payload_after_the_header() {
         let expected: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
         assert_eq!(&msg.payload()[..], &expected[..]);
         let (mut server, mut client) = pair(Some(params(false, 15)));
-        server.send_prepared_message(&msg).unwrap();
+        server.send_prepared(&msg).unwrap();
         pump(&mut server, &mut client);
         assert_eq!(&received(&mut client)[0].1[..], &expected[..]);
     }
@@ -282,7 +276,7 @@ fn prepared_message_after_close_is_refused() {
         .unwrap();
     assert!(
         server
-            .send_prepared_message(&PreparedMessage::text("late"))
+            .send_prepared(&PreparedMessage::text("late"))
             .is_err()
     );
 }
@@ -301,7 +295,7 @@ fn incompressible_prepared_message_goes_out_plain() {
         .collect();
     let msg = PreparedMessage::binary(&data);
     let (mut server, mut client) = pair(Some(params(false, 15)));
-    server.send_prepared_message(&msg).unwrap();
+    server.send_prepared(&msg).unwrap();
     let wire = pump(&mut server, &mut client);
     assert_eq!(wire, &msg.frame()[..]);
     // The compressor was not primed with it, and what follows still decodes.

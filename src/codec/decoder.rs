@@ -9,7 +9,7 @@ use super::{
     ControlKind, DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_MESSAGE_SIZE, MAX_CONTROL_PAYLOAD,
     MessageKind, OpCode, ProtocolError, parse_close_payload,
 };
-use crate::Role;
+use crate::codec::Role;
 
 /// Decoder settings.
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 use core::fmt;
 
 use super::{MAX_HEADER_LEN, OpCode};
-use crate::Role;
+use crate::codec::Role;
 
 /// An encoded frame header: up to 14 bytes in a fixed array, no allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,29 +173,5 @@ impl Encoder {
             rapidws_simd::mask::apply(&mut out[start..], &mut key);
         }
         Ok(())
-    }
-}
-
-/// A whole, already-encoded server data frame, shared by reference count: encode a
-/// broadcast once and queue it on many connections with
-/// [`crate::connection::Connection::send_prepared`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PreparedFrame {
-    bytes: bytes::Bytes,
-}
-
-impl PreparedFrame {
-    /// Encodes `payload` as one unmasked, uncompressed, final frame of a `kind` message.
-    pub fn new(kind: super::MessageKind, payload: &[u8]) -> Self {
-        let header = encode_header(true, false, kind.opcode(), None, payload.len() as u64);
-        let mut v = Vec::with_capacity(header.len() + payload.len());
-        v.extend_from_slice(header.as_slice());
-        v.extend_from_slice(payload);
-        PreparedFrame { bytes: v.into() }
-    }
-
-    /// The encoded frame.
-    pub fn as_bytes(&self) -> &bytes::Bytes {
-        &self.bytes
     }
 }

@@ -16,7 +16,7 @@ mod decoder;
 mod encoder;
 
 pub use decoder::{ControlFrame, DataChunk, Decoded, Decoder, DecoderConfig, Item};
-pub use encoder::{Encoder, HeaderBuf, MaskKeys, PreparedFrame, RandomError, encode_header};
+pub use encoder::{Encoder, HeaderBuf, MaskKeys, RandomError, encode_header};
 
 use core::fmt;
 
@@ -28,6 +28,15 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 << 20;
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
 /// Largest frame header: 2 bytes, 8 bytes of extended length, 4 bytes of mask key.
 pub const MAX_HEADER_LEN: usize = 14;
+
+/// Which end of the connection this is. Clients mask what they send; servers require it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The end that sent the upgrade request.
+    Client,
+    /// The end that accepted it.
+    Server,
+}
 
 /// A frame opcode (RFC 6455 5.2). Reserved opcodes are refused by the decoder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

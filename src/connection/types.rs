@@ -243,12 +243,10 @@ pub enum SendError {
     ControlTooLong,
     /// A close code that may not be sent (RFC 6455 7.4).
     InvalidCloseCode(CloseCode),
-    /// A whole message or prepared frame while a fragmented message is being sent.
+    /// A whole message or a prepared one while a fragmented message is being sent.
     MessageInProgress,
     /// A chunk or end without [`super::Connection::begin_message`].
     NoMessageInProgress,
-    /// A prepared frame on a client connection (client frames need fresh masks).
-    PreparedOnClient,
     /// No masking key could be drawn.
     Random(RandomError),
     /// Compression failed.
@@ -270,7 +268,6 @@ impl fmt::Display for SendError {
             SendError::InvalidCloseCode(c) => write!(f, "close code {c} may not be sent"),
             SendError::MessageInProgress => f.write_str("a fragmented message is being sent"),
             SendError::NoMessageInProgress => f.write_str("no fragmented message was begun"),
-            SendError::PreparedOnClient => f.write_str("prepared frames are for servers only"),
             SendError::Random(e) => e.fmt(f),
             #[cfg(feature = "deflate")]
             SendError::Deflate(e) => e.fmt(f),

@@ -926,7 +926,7 @@ mod tests {
         let text = json_like(16 * 1024, 11);
         let mut ours = Vec::new();
         FastDeflate::new(15).compress(&text, true, &mut ours);
-        let mut zlib = crate::deflate::pool::Key {
+        let mut zlib = crate::deflate::compressor::Key {
             window_bits: 15,
             level: 1,
             mem_level: 8,
@@ -943,7 +943,7 @@ mod tests {
     }
 
     fn compress_zlib_for_test(d: &mut zlib_rs::Deflate, input: &[u8], out: &mut Vec<u8>) {
-        crate::deflate::sender::deflate_into(d, input, zlib_rs::DeflateFlush::SyncFlush, out)
+        crate::deflate::compressor::deflate_into(d, input, zlib_rs::DeflateFlush::SyncFlush, out)
             .expect("zlib-rs compresses");
     }
 

@@ -40,7 +40,19 @@
 //! 49 KiB whatever the window (measured by `tests/deflate_memory.rs`; figures per level,
 //! window and memory level in `benches/RESULTS.md`). [`CompressorPolicy::Pooled`] shares compressors
 //! between connections and gives up send-side context takeover.
+//!
+//! # Prepared messages
+//!
+//! A prepared message is deflated once, by a fresh raw compressor: it refers to no earlier
+//! message, so every peer can inflate it whatever its inflater holds (RFC 7692 7.2.3.2 lets
+//! a sender choose not to use the history it may use). A peer with context takeover then
+//! has the message's uncompressed bytes at the end of its window, which our own compressor
+//! never saw. Before our next own compressed message that compressor is therefore reset and
+//! given the message's last window-size bytes as a preset dictionary (zlib's
+//! `deflateSetDictionary`): back-references then only reach bytes the peer holds at the
+//! same distance.
 
+pub(crate) mod compressor;
 mod fast;
 // The integration tests' noise generator, so that one xorshift serves them and the unit
 // tests here (`predict`, `fast`).
@@ -50,7 +62,6 @@ pub mod negotiate;
 mod noise;
 mod pool;
 mod predict;
-pub(crate) mod prepared;
 mod receiver;
 mod sender;
 
@@ -59,7 +70,7 @@ pub use pool::CompressorPool;
 
 use std::sync::Arc;
 
-use crate::Role;
+use crate::codec::Role;
 
 /// How compressors are held.
 #[derive(Clone, Debug, Default)]
@@ -388,6 +399,25 @@ impl PerMessageDeflate {
         max_len: usize,
     ) -> Result<(), DeflateError> {
         self.receiver.decompress(input, fin, out, max_len)
+    }
+
+    /// For a prepared message of `len` bytes: the window bits its compressed form must be
+    /// made with for this connection, or `None` when this connection sends it uncompressed
+    /// (shorter than [`DeflateConfig::min_size`](super::DeflateConfig::min_size), or an
+    /// agreed 8-bit window).
+    pub fn prepared_window_bits(&self, len: usize) -> Option<u8> {
+        if self.sender.should_compress(len) {
+            self.sender.prepared_window_bits()
+        } else {
+            None
+        }
+    }
+
+    /// Records that a prepared message with uncompressed `payload` was sent compressed
+    /// (made by a fresh compressor). With send context takeover, our compressor is primed
+    /// with it (lazily, when it next compresses); keeps a reference, never a copy.
+    pub fn prepared_sent(&mut self, payload: bytes::Bytes) {
+        self.sender.prepared_sent(payload);
     }
 }
 

@@ -39,8 +39,7 @@ use zlib_rs::{Deflate, DeflateFlush};
 
 use super::fast::FastDeflate;
 
-use super::pool::Key;
-use super::sender::deflate_into;
+use super::compressor::{Key, deflate_into};
 
 /// The most bytes sampled from one message.
 pub(super) const SAMPLE: usize = CHUNK * CHUNKS;

@@ -2,27 +2,10 @@
 
 use std::sync::Arc;
 
-use zlib_rs::{Deflate, DeflateFlush};
-
-use super::pool::{Compressor, CompressorPool, Key};
+use super::compressor::{Compressor, Key};
+use super::pool::CompressorPool;
 use super::predict::{Predictor, Verdict};
-use super::{CompressorPolicy, DeflateConfig, DeflateError, TRAILER, grow_zeroed};
-
-/// One zlib-rs compression step: `fin` sync-flushes and removes the trailer.
-pub(super) fn compress_zlib(
-    deflate: &mut Deflate,
-    input: &[u8],
-    fin: bool,
-    out: &mut Vec<u8>,
-) -> Result<(), DeflateError> {
-    let start = out.len();
-    if fin {
-        deflate_into(deflate, input, DeflateFlush::SyncFlush, out)?;
-        strip_trailer(out, start)
-    } else {
-        deflate_into(deflate, input, DeflateFlush::NoFlush, out)
-    }
-}
+use super::{CompressorPolicy, DeflateConfig, DeflateError};
 
 /// Where the compressor comes from.
 enum Engine {
@@ -247,7 +230,7 @@ impl Sender {
     }
 }
 
-// ----- hooks for prepared messages (src/deflate/prepared.rs) -----
+// ----- prepared messages (see `PerMessageDeflate::prepared_sent`) -----
 
 impl Sender {
     /// The window bits our compressor uses; `None` when we cannot compress (8-bit window).
@@ -266,46 +249,6 @@ impl Sender {
         if !self.reset_each_message && matches!(self.engine, Engine::Attached(_)) {
             self.prime = Some(payload);
         }
-    }
-}
-
-/// Runs `deflate` over all of `input` with `flush`, appending its output to `out`.
-pub(super) fn deflate_into(
-    deflate: &mut Deflate,
-    mut input: &[u8],
-    flush: DeflateFlush,
-    out: &mut Vec<u8>,
-) -> Result<(), DeflateError> {
-    loop {
-        // Enough for incompressible input plus block and flush overhead in most cases;
-        // the loop goes on with more room if not.
-        let step = (input.len() + input.len() / 16 + 64).min(256 * 1024);
-        let start = out.len();
-        grow_zeroed(out, step, usize::MAX);
-        let (in0, out0) = (deflate.total_in(), deflate.total_out());
-        let status = deflate.compress(input, &mut out[start..], flush);
-        let consumed = (deflate.total_in() - in0) as usize;
-        let produced = (deflate.total_out() - out0) as usize;
-        out.truncate(start + produced);
-        input = &input[consumed..];
-        status.map_err(|_| DeflateError::Internal)?;
-        // zlib: done when all input is taken and the output was not filled.
-        if input.is_empty() && produced < step {
-            return Ok(());
-        }
-        if consumed == 0 && produced == 0 {
-            return Err(DeflateError::Internal);
-        }
-    }
-}
-
-/// RFC 7692 7.2.1: removes the 4 octets `00 00 ff ff` that end a sync flush.
-pub(super) fn strip_trailer(out: &mut Vec<u8>, start: usize) -> Result<(), DeflateError> {
-    if out.len() >= start + TRAILER.len() && out.ends_with(&TRAILER) {
-        out.truncate(out.len() - TRAILER.len());
-        Ok(())
-    } else {
-        Err(DeflateError::Internal)
     }
 }
 

@@ -6,6 +6,7 @@ use base64::Engine as _;
 
 use super::http::{self, Fill, HeadBuffer};
 use super::{DEFAULT_MAX_HEAD_SIZE, DEFAULT_MAX_HEADERS, accept_key};
+use crate::url::{UrlError, WsUrl};
 
 #[cfg(feature = "deflate")]
 use crate::deflate::{DeflateConfig, DeflateParams, NegotiationError};
@@ -67,7 +68,8 @@ impl ClientRequest {
         }
     }
 
-    /// A request for a `ws://` or `wss://` URL (RFC 6455 3), with where to connect.
+    /// A request for a `ws://` or `wss://` URL (RFC 6455 3), with the parsed URL (where to
+    /// connect).
     ///
     /// The `Host` header carries the port only when it is not the scheme's default (80 for
     /// `ws`, 443 for `wss`), as RFC 6455 4.1 asks. User information (`user@`) is refused,
@@ -76,78 +78,17 @@ impl ClientRequest {
     /// ```
     /// use rapidws::handshake::ClientRequest;
     ///
-    /// let (request, target) = ClientRequest::from_url("wss://[::1]:9443/chat?room=1").unwrap();
-    /// assert!(target.secure);
-    /// assert_eq!((target.host.as_str(), target.port), ("::1", 9443));
+    /// let (request, url) = ClientRequest::from_url("wss://[::1]:9443/chat?room=1").unwrap();
+    /// assert!(url.secure);
+    /// assert_eq!((url.host.as_str(), url.port), ("::1", 9443));
     /// assert_eq!(request, ClientRequest::new("[::1]:9443", "/chat?room=1"));
     /// ```
-    pub fn from_url(url: &str) -> Result<(ClientRequest, Target), ClientError> {
-        let bad = ClientError::InvalidRequest("invalid ws:// or wss:// URL");
-        let (scheme, rest) = url.split_once("://").ok_or(bad.clone())?;
-        let (secure, default_port) = if scheme.eq_ignore_ascii_case("ws") {
-            (false, 80)
-        } else if scheme.eq_ignore_ascii_case("wss") {
-            (true, 443)
-        } else {
-            return Err(bad);
-        };
-        if rest.contains('#') {
-            return Err(bad);
-        }
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, path) = rest.split_at(authority_end);
-        if authority.contains('@') {
-            return Err(bad);
-        }
-        // `[v6]`, `[v6]:port`, `name`, `name:port`.
-        let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
-            let (v6, after) = bracketed.split_once(']').ok_or(bad.clone())?;
-            if v6.is_empty() || v6.contains(['[', ']']) {
-                return Err(bad);
-            }
-            match after {
-                "" => (v6, None),
-                _ => (v6, Some(after.strip_prefix(':').ok_or(bad.clone())?)),
-            }
-        } else {
-            match authority.split_once(':') {
-                Some((name, port)) => (name, Some(port)),
-                None => (authority, None),
-            }
-        };
-        if host.is_empty() || (host.contains([':', '[', ']']) && !authority.starts_with('[')) {
-            return Err(bad);
-        }
-        let port = match port {
-            None => default_port,
-            Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|&p| p != 0)
-                .ok_or(bad.clone())?,
-            Some(_) => return Err(bad),
-        };
-        let host_header = match (authority.starts_with('['), port == default_port) {
-            (true, true) => format!("[{host}]"),
-            (true, false) => format!("[{host}]:{port}"),
-            (false, true) => host.to_owned(),
-            (false, false) => format!("{host}:{port}"),
-        };
-        let path = if path.starts_with('?') {
-            format!("/{path}")
-        } else if path.is_empty() {
-            "/".to_owned()
-        } else {
-            path.to_owned()
-        };
-        let request = ClientRequest::new(host_header, path);
-        request.validate()?;
-        let target = Target {
-            secure,
-            host: host.to_owned(),
-            port,
-        };
-        Ok((request, target))
+    pub fn from_url(url: &str) -> Result<(ClientRequest, WsUrl), UrlError> {
+        let url = WsUrl::parse(url)?;
+        Ok((
+            ClientRequest::new(url.host_header(), url.resource.clone()),
+            url,
+        ))
     }
 
     /// The `Host` header value.
@@ -221,18 +162,6 @@ impl ClientRequest {
         }
         Ok(())
     }
-}
-
-/// Where a `ws://` or `wss://` URL points: what the IO layer connects to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Target {
-    /// `wss`: the connection runs over TLS.
-    pub secure: bool,
-    /// The host name or IP address (an IPv6 address without brackets).
-    pub host: String,
-    /// The port: the URL's, or the scheme's default.
-    pub port: u16,
 }
 
 /// Why a client handshake failed.

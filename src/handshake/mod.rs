@@ -19,7 +19,7 @@ mod http;
 mod server;
 
 pub use client::{
-    ClientConfig, ClientError, ClientHandshake, ClientRequest, ErrorResponse, Target, Upgraded,
+    ClientConfig, ClientError, ClientHandshake, ClientRequest, ErrorResponse, Upgraded,
 };
 pub use server::{
     Accepted, OriginCheck, Request, ServerConfig, ServerError, ServerHandshake, is_valid_key,

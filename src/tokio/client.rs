@@ -5,15 +5,15 @@ use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::Role;
+use crate::codec::Role;
 use crate::handshake::{ClientHandshake, ClientRequest};
 use crate::layer::{open_connection, with_client_options};
 
 use super::config::ClientConfig;
 use super::error::{Error, Timeout};
 use super::net::open_stream;
-use super::url::WsUrl;
 use super::ws::WebSocket;
+use crate::url::{UrlError, WsUrl};
 
 /// Connects to a `ws://host[:port]/path` URL: resolves the host, connects over TCP (within
 /// [`ClientConfig::connect_timeout`], trying each address), sets `TCP_NODELAY`, and runs
@@ -26,6 +26,9 @@ use super::ws::WebSocket;
 /// For `wss://`, connect your own TLS stream and call [`client_handshake`].
 pub async fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
     let url = WsUrl::parse(url)?;
+    if url.secure {
+        return Err(Error::Url(UrlError::TlsUnavailable));
+    }
     let stream = open_stream(&url.host, url.port, false, config).await?;
     client_handshake(stream, &url.host_header(), &url.resource, config).await
 }

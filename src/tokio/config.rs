@@ -8,7 +8,7 @@ use crate::deflate::DeflateConfig;
 use crate::handshake;
 
 #[cfg(feature = "proxy")]
-use super::proxy::Proxy;
+use crate::proxy::Proxy;
 
 /// Settings of one WebSocket connection (either role).
 ///

@@ -9,7 +9,7 @@ use crate::connection::{self, SendError};
 use crate::deflate::DeflateError;
 use crate::handshake::{ClientError, ServerError};
 
-use super::url::UrlError;
+use crate::url::UrlError;
 
 /// Which deadline passed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,7 +75,7 @@ pub enum Error {
     /// The proxy refused or botched opening the tunnel, or its URL is unusable
     /// (feature `proxy`).
     #[cfg(feature = "proxy")]
-    Proxy(super::proxy::ProxyError),
+    Proxy(crate::proxy::ProxyError),
 }
 
 crate::layer::layer_error!(Error, |f| {

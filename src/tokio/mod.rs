@@ -54,9 +54,13 @@ mod pool;
 pub(crate) mod proxy;
 mod queue;
 mod server;
-mod url;
 mod ws;
 
+#[cfg(feature = "proxy")]
+pub use crate::proxy::{
+    DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy,
+};
+pub use crate::url::{UrlError, WsUrl};
 pub use client::{client_handshake, connect};
 pub use config::{ClientConfig, Config, ServerConfig};
 pub use error::{Error, Timeout, TrySendError};
@@ -64,12 +68,9 @@ pub use message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 pub(crate) use net::Acceptor;
 #[cfg(feature = "rustls")]
 pub(crate) use net::open_stream;
-#[cfg(feature = "proxy")]
-pub use proxy::{DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy};
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
 pub use server::{Reject, accept, accept_with, serve};
-pub use url::{UrlError, WsUrl};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
 
 pub use crate::codec::MessageKind;

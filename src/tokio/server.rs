@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::Role;
+use crate::codec::Role;
 #[cfg(feature = "deflate")]
 use crate::deflate::{DeflateConfig, DeflateParams};
 use crate::handshake::{Request, ServerHandshake};

@@ -11,7 +11,7 @@ use futures_core::Stream;
 use futures_sink::Sink;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
-use crate::Role;
+use crate::codec::Role;
 use crate::codec::{CloseCode, MessageKind};
 use crate::connection::{Connection, Event, OwnedEvent, Raw};
 
@@ -1106,10 +1106,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WriteHalf<S> {
     }
 }
 
-// ----- prepared messages (broadcast; see `crate::prepared`) -----
+// ----- prepared messages (broadcast; see `crate::connection::PreparedMessage`) -----
 
 /// The message a prepared one carries, for [`TrySendError::QueueFull`] (no copy).
-fn prepared_as_message(msg: &crate::prepared::PreparedMessage) -> Message {
+fn prepared_as_message(msg: &crate::connection::PreparedMessage) -> Message {
     match msg.kind() {
         MessageKind::Text => Message::Text(Utf8Bytes::from_validated(msg.payload())),
         MessageKind::Binary => Message::Binary(msg.payload()),
@@ -1119,35 +1119,35 @@ fn prepared_as_message(msg: &crate::prepared::PreparedMessage) -> Message {
 impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// Queues a prepared message without waiting or doing IO: on a server a shared
     /// [`Bytes`] clone of its frame, no copy or allocation (see
-    /// [`Connection::send_prepared_message`]). [`TrySendError::QueueFull`] (carrying the
+    /// [`Connection::send_prepared`]). [`TrySendError::QueueFull`] (carrying the
     /// message's payload) past the high-water mark: the way a broadcaster drops a slow
     /// consumer rather than waiting for it.
     pub fn try_send_prepared(
         &mut self,
-        msg: &crate::prepared::PreparedMessage,
+        msg: &crate::connection::PreparedMessage,
     ) -> Result<(), TrySendError> {
         if !self.engine.has_room(msg.len()) {
             return Err(TrySendError::QueueFull(prepared_as_message(msg)));
         }
         self.engine
-            .send_with(|c| c.send_prepared_message(msg))
+            .send_with(|c| c.send_prepared(msg))
             .map_err(TrySendError::Failed)
     }
 
     /// Waits for room in the send queue, then queues a prepared message (no flush).
     pub async fn feed_prepared(
         &mut self,
-        msg: &crate::prepared::PreparedMessage,
+        msg: &crate::connection::PreparedMessage,
     ) -> Result<(), Error> {
         let len = msg.len();
         poll_fn(|cx| self.with_room(cx, len)).await?;
-        self.engine.send_with(|c| c.send_prepared_message(msg))
+        self.engine.send_with(|c| c.send_prepared(msg))
     }
 
     /// Sends a prepared message: waits for room, queues it and writes the queue out.
     pub async fn send_prepared(
         &mut self,
-        msg: &crate::prepared::PreparedMessage,
+        msg: &crate::connection::PreparedMessage,
     ) -> Result<(), Error> {
         self.feed_prepared(msg).await?;
         self.flush().await
@@ -1158,7 +1158,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// [`WebSocket::try_send_prepared`] for the sending half.
     pub fn try_send_prepared(
         &self,
-        msg: &crate::prepared::PreparedMessage,
+        msg: &crate::connection::PreparedMessage,
     ) -> Result<(), TrySendError> {
         let mut inner = self.shared.lock();
         if !inner.engine.has_room(msg.len()) {
@@ -1166,27 +1166,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         }
         inner
             .engine
-            .send_with(|c| c.send_prepared_message(msg))
+            .send_with(|c| c.send_prepared(msg))
             .map_err(TrySendError::Failed)
     }
 
     /// [`WebSocket::feed_prepared`] for the sending half.
     pub async fn feed_prepared(
         &mut self,
-        msg: &crate::prepared::PreparedMessage,
+        msg: &crate::connection::PreparedMessage,
     ) -> Result<(), Error> {
         let len = msg.len();
         poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
         self.shared
             .lock()
             .engine
-            .send_with(|c| c.send_prepared_message(msg))
+            .send_with(|c| c.send_prepared(msg))
     }
 
     /// [`WebSocket::send_prepared`] for the sending half.
     pub async fn send_prepared(
         &mut self,
-        msg: &crate::prepared::PreparedMessage,
+        msg: &crate::connection::PreparedMessage,
     ) -> Result<(), Error> {
         self.feed_prepared(msg).await?;
         self.flush().await

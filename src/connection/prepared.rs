@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use rapidws::MessageKind;
-//! use rapidws::prepared::PreparedMessage;
+//! use rapidws::PreparedMessage;
 //!
 //! // Serialize straight into the frame buffer (here with `write!`; `serde_json::to_writer`
 //! // works the same way, since the writer implements `std::io::Write`).
@@ -26,7 +26,7 @@
 //! assert_eq!(msg.frame()[0], 0x81); // FIN + text, unmasked, uncompressed
 //! ```
 //!
-//! Send it with [`Connection::send_prepared_message`], or with the tokio layer's
+//! Send it with [`Connection::send_prepared`], or with the tokio layer's
 //! `send_prepared`/`try_send_prepared` on a `WebSocket` or `WriteHalf`.
 
 use std::convert::Infallible;
@@ -38,9 +38,9 @@ use std::sync::OnceLock;
 
 use bytes::{Buf, Bytes};
 
-use crate::Role;
+use super::{Connection, SendError};
+use crate::codec::Role;
 use crate::codec::{MessageKind, encode_header};
-use crate::connection::{Connection, SendError};
 
 /// Largest unmasked frame header: 2 bytes and an 8-byte extended length.
 const HEADROOM: usize = 10;
@@ -205,7 +205,7 @@ impl PreparedMessage {
     /// buffer (no intermediate copy); a text payload is then checked to be UTF-8.
     ///
     /// ```
-    /// # use rapidws::{MessageKind, prepared::PreparedMessage};
+    /// # use rapidws::{MessageKind, PreparedMessage};
     /// let msg = PreparedMessage::build(MessageKind::Binary, |w| {
     ///     w.extend_from_slice(&[1, 2, 3]);
     ///     Ok::<_, std::io::Error>(())
@@ -280,8 +280,14 @@ impl PreparedMessage {
         // Header room in front, as for the plain frame; the compressed payload is at most
         // slightly longer than the plain one.
         let mut buf = Self::buffer(payload.len() / 2 + 64);
-        crate::deflate::prepared::compress_standalone(payload, bits, self.inner.level, 8, &mut buf)
-            .ok()?;
+        crate::deflate::compressor::compress_standalone(
+            payload,
+            bits,
+            self.inner.level,
+            8,
+            &mut buf,
+        )
+        .ok()?;
         let len = buf.len() - HEADROOM;
         // RFC 7692 6: RSV1 is set on the first frame of a compressed message.
         let header = encode_header(true, true, self.inner.kind.opcode(), None, len as u64);
@@ -306,7 +312,7 @@ impl Connection {
     /// is the same as [`send`](Self::send) with the payload (copied, masked, compressed).
     ///
     /// Fails like `send`: after our close, or inside a fragmented message.
-    pub fn send_prepared_message(&mut self, msg: &PreparedMessage) -> Result<(), SendError> {
+    pub fn send_prepared(&mut self, msg: &PreparedMessage) -> Result<(), SendError> {
         if self.role() == Role::Client {
             return self.send(msg.kind(), &msg.inner.frame[msg.inner.header_len..]);
         }

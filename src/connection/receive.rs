@@ -1,0 +1,551 @@
+//! Receiving: bytes in, decoded frames, assembled and inflated messages, events out.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+#[cfg(any(feature = "deflate", feature = "tokio"))]
+use crate::codec::MessageKind;
+#[cfg(feature = "deflate")]
+use crate::codec::ProtocolError;
+use crate::codec::{ControlKind, DataChunk, Item, OpCode, parse_close_payload};
+
+use super::{
+    CloseFrame, Connection, Delivery, Error, Event, Loc, Message, OwnedEvent, RETAIN_CAPACITY, Raw,
+};
+
+impl Connection {
+    /// Appends received bytes. `now` is the time they arrived.
+    pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
+        self.release();
+        if self.input_done() || data.is_empty() {
+            return;
+        }
+        self.rx.extend_from_slice(data);
+        self.note_received(now);
+    }
+
+    /// The receive buffer, for reading into it without a copy: reserve, append (never
+    /// change what is already there), then call [`handle_received`](Self::handle_received).
+    pub fn recv_buffer(&mut self) -> &mut BytesMut {
+        self.release();
+        &mut self.rx
+    }
+
+    /// [`recv_buffer`](Self::recv_buffer) with room for the next read: at least
+    /// `read_size` spare bytes when less than half of that is spare, and while a
+    /// single-frame message is arriving, room for the rest of its frame (and `read_size`
+    /// more), so that it is read straight into place with no reallocation on the way. That room is bounded by
+    /// [`Config::max_read_ahead`], or by what the frame has delivered so far when that is
+    /// more: a peer that announces a large frame and sends little gets little reserved.
+    pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
+        self.release();
+        let spare = self.rx.capacity() - self.rx.len();
+        let rest = match self.decoder.frame_remaining() {
+            Some(rest) if self.held > 0 => {
+                let arrived = self.held - self.held_start;
+                let bound = self.config.max_read_ahead.max(arrived);
+                usize::try_from(rest).map_or(bound, |r| r.min(bound))
+            }
+            _ => 0,
+        };
+        if rest > 0 {
+            // The frame's rest and one read more, in one step: the read that completes
+            // the frame then leaves room unused, which tells the IO layer the socket is
+            // drained (an exactly filled buffer costs one more read that would block).
+            // Never more when there is room for the rest: growing a buffer that holds most
+            // of a large message for a read past its end would copy the message.
+            if rest > spare {
+                self.rx.reserve(rest.saturating_add(read_size));
+            }
+        } else if spare < read_size / 2 {
+            self.rx.reserve(read_size);
+        }
+        &mut self.rx
+    }
+
+    /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
+    pub fn handle_received(&mut self, now: Instant) {
+        if self.input_done() {
+            self.rx = BytesMut::new();
+            self.held = 0;
+            return;
+        }
+        self.note_received(now);
+    }
+
+    fn note_received(&mut self, now: Instant) {
+        self.now = now;
+        self.last_rx = now;
+        // Any bytes prove the peer alive: the keepalive ping has done its job.
+        self.ping_sent_at = None;
+    }
+
+    /// Nothing received from now on matters: the peer closed, or we failed.
+    fn input_done(&self) -> bool {
+        self.failed || self.close_received
+    }
+
+    /// Drops what the previous event borrowed.
+    #[inline]
+    fn release(&mut self) {
+        // Called on every entry; most calls have nothing to do.
+        if self.rx_pending > 0
+            || self.msg_delivered
+            || (self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
+        {
+            self.release_slow();
+        }
+    }
+
+    fn release_slow(&mut self) {
+        if self.rx_pending > 0 {
+            self.rx.advance(self.rx_pending);
+            self.detach_after_large(self.rx_pending);
+            self.rx_pending = 0;
+        }
+        if self.msg_delivered {
+            self.msg_delivered = false;
+            if self.msg.capacity() > RETAIN_CAPACITY {
+                self.msg = Vec::new();
+            } else {
+                self.msg.clear();
+            }
+        }
+        // An idle connection keeps little memory: a buffer grown for one large message is
+        // given back once it is empty.
+        if self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY {
+            self.rx = BytesMut::new();
+        }
+    }
+
+    /// After `len` bytes were handed over or dropped from the front of the receive
+    /// buffer: when they were a large message and nothing is left, start the next message
+    /// in a new buffer. The empty rest would be a small view into the large allocation
+    /// and keep all of it alive (in a buffer stock, say) with only its own few bytes of
+    /// capacity showing; the message's own handle, if any, now frees it.
+    fn detach_after_large(&mut self, len: usize) {
+        if len > RETAIN_CAPACITY && self.rx.is_empty() {
+            self.rx = BytesMut::new();
+        }
+    }
+
+    /// Gives back the memory kept for reuse between messages: the receive buffer and the
+    /// message assembly buffer when they are empty, the output queues' storage when all
+    /// output has been taken, the send arena. Nothing observable changes; the next
+    /// message allocates again.
+    ///
+    /// Call it when the connection goes idle (the tokio layer does when the socket has
+    /// nothing to read), so that many idle connections hold only their fixed state.
+    pub fn release_idle_memory(&mut self) {
+        self.release();
+        if self.rx.is_empty() && self.rx.capacity() > 0 {
+            self.rx = BytesMut::new();
+        }
+        if self.msg.is_empty() && self.msg.capacity() > 0 {
+            self.msg = Vec::new();
+        }
+        #[cfg(feature = "deflate")]
+        if let Some(d) = self.deflate.as_deref_mut() {
+            d.scratch = Vec::new();
+        }
+        if self.control_out.is_empty() && self.control_out.capacity() > 0 {
+            self.control_out = VecDeque::new();
+        }
+        self.data_out.shrink_idle(0);
+        if self.wbuf.capacity() > 0 {
+            // Payloads split off earlier keep their own handles; this only drops ours.
+            self.wbuf = BytesMut::new();
+        }
+    }
+
+    /// The next event, with payload borrowed until the next call; `None` when more bytes
+    /// are needed or nothing more will come. An error is returned once, and closes the
+    /// connection.
+    pub fn poll_event(&mut self) -> Option<Result<Event<'_>, Error>> {
+        Some(match self.next_raw()? {
+            Ok(raw) => Ok(self.raw_event(&raw)),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// [`poll_event`](Self::poll_event) with owned payloads. A single-frame message is
+    /// handed over without a copy (split off the receive buffer).
+    pub fn poll_event_owned(&mut self) -> Option<Result<OwnedEvent, Error>> {
+        Some(match self.next_raw()? {
+            Ok(raw) => Ok(self.raw_owned(raw)),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// The next event as positions in the connection's buffers, for IO layers that
+    /// decide after polling whether to borrow ([`raw_event`](Self::raw_event)) or take
+    /// ([`raw_owned`](Self::raw_owned)) it. The positions are valid until the next call
+    /// that takes `&mut self`.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_raw(&mut self) -> Option<Result<Raw, Error>> {
+        self.next_raw()
+    }
+
+    /// The event `raw` (from [`poll_raw`](Self::poll_raw)) borrowed.
+    pub(crate) fn raw_event(&self, raw: &Raw) -> Event<'_> {
+        match raw {
+            Raw::Data {
+                kind,
+                loc,
+                first,
+                fin,
+            } => {
+                let data = self.slice(loc);
+                match self.config.delivery {
+                    Delivery::Whole => Event::Message(Message { kind: *kind, data }),
+                    Delivery::Chunks => Event::Chunk {
+                        kind: *kind,
+                        data,
+                        first: *first,
+                        fin: *fin,
+                    },
+                }
+            }
+            Raw::Ping(r) => Event::Ping(&self.rx[r.clone()]),
+            Raw::Pong(r) => Event::Pong(&self.rx[r.clone()]),
+            Raw::Close(r) => Event::Close(
+                parse_close_payload(&self.rx[r.clone()])
+                    .ok()
+                    .flatten()
+                    .map(|(code, reason)| CloseFrame { code, reason }),
+            ),
+        }
+    }
+
+    /// The event `raw` (from [`poll_raw`](Self::poll_raw)) owned.
+    pub(crate) fn raw_owned(&mut self, raw: Raw) -> OwnedEvent {
+        match raw {
+            Raw::Data {
+                kind,
+                loc,
+                first,
+                fin,
+            } => {
+                let data = self.take(loc);
+                match self.config.delivery {
+                    Delivery::Whole => OwnedEvent::Message { kind, data },
+                    Delivery::Chunks => OwnedEvent::Chunk {
+                        kind,
+                        data,
+                        first,
+                        fin,
+                    },
+                }
+            }
+            Raw::Ping(r) => OwnedEvent::Ping(self.take(Loc::Rx(r))),
+            Raw::Pong(r) => OwnedEvent::Pong(self.take(Loc::Rx(r))),
+            Raw::Close(r) => OwnedEvent::Close(
+                parse_close_payload(&self.rx[r])
+                    .ok()
+                    .flatten()
+                    .map(|(code, reason)| (code, reason.to_owned())),
+            ),
+        }
+    }
+
+    /// A whole data message's kind and payload, taken (as [`raw_owned`](Self::raw_owned)
+    /// would); any other event is handed back.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn raw_whole(&mut self, raw: Raw) -> Result<(MessageKind, Bytes), Raw> {
+        match raw {
+            Raw::Data { kind, loc, .. } if self.config.delivery == Delivery::Whole => {
+                Ok((kind, self.take(loc)))
+            }
+            other => Err(other),
+        }
+    }
+
+    fn slice(&self, loc: &Loc) -> &[u8] {
+        match loc {
+            Loc::Rx(r) => &self.rx[r.clone()],
+            Loc::Msg => &self.msg,
+            #[cfg(feature = "deflate")]
+            Loc::Scratch => self.deflate.as_ref().map_or(&[], |d| &d.scratch[..]),
+        }
+    }
+
+    fn take(&mut self, loc: Loc) -> Bytes {
+        match loc {
+            Loc::Rx(r) => {
+                // The frame leaves the buffer; its payload is cut out of it in place (no
+                // second handle, as `Bytes::slice` would make).
+                let mut frame = self.rx.split_to(self.rx_pending);
+                let frame_len = frame.len();
+                self.rx_pending = 0;
+                frame.truncate(r.end);
+                frame.advance(r.start);
+                self.detach_after_large(frame_len);
+                frame.freeze()
+            }
+            Loc::Msg => {
+                self.msg_delivered = false;
+                Bytes::from(core::mem::take(&mut self.msg))
+            }
+            #[cfg(feature = "deflate")]
+            Loc::Scratch => Bytes::copy_from_slice(self.slice(&Loc::Scratch)),
+        }
+    }
+
+    fn next_raw(&mut self) -> Option<Result<Raw, Error>> {
+        self.release();
+        if let Some(e) = self.pending_error.take() {
+            return Some(Err(e));
+        }
+        if self.input_done() {
+            return None;
+        }
+        if self.held >= self.rx.len() {
+            if self.held > self.rx.len() {
+                // The buffer was replaced through `recv_buffer` against its contract;
+                // forget the held frame rather than index past the end.
+                self.held = 0;
+            }
+            // Nothing new to decode (the IO layer asks once more before every read).
+            return None;
+        }
+        loop {
+            let decoded = match self.decoder.decode(&mut self.rx[self.held..]) {
+                Ok(d) => d,
+                Err(e) => return Some(Err(self.fail(Error::Protocol(e)))),
+            };
+            let consumed = decoded.consumed;
+            let Some(item) = decoded.item else {
+                // Inside a held frame the decoder consumes nothing without an item.
+                debug_assert!(self.held == 0 || consumed == 0);
+                if self.held == 0 {
+                    self.rx.advance(consumed);
+                }
+                return None;
+            };
+            match item {
+                Item::Data(mut chunk) => {
+                    if self.close_sent {
+                        // RFC 6455 1.4: after sending a close we only wait for the peer's;
+                        // data still in flight from it is discarded.
+                        self.rx.advance(self.held + consumed);
+                        self.held = 0;
+                        continue;
+                    }
+                    // Positions in `rx` from here on.
+                    chunk.payload = chunk.payload.start + self.held..chunk.payload.end + self.held;
+                    match self.data(chunk, consumed) {
+                        Ok(Some(raw)) => return Some(Ok(raw)),
+                        Ok(None) => continue,
+                        Err(e) => return Some(Err(self.fail(e))),
+                    }
+                }
+                Item::Control(frame) => {
+                    // Control frames come between frames, never inside a held one.
+                    debug_assert_eq!(self.held, 0);
+                    self.rx_pending = consumed;
+                    let payload = frame.payload;
+                    return Some(Ok(match frame.kind {
+                        ControlKind::Ping => {
+                            // RFC 6455 5.5.2: "Upon receipt of a Ping frame, an endpoint MUST
+                            // send a Pong frame in response" with "identical Application data".
+                            if self.config.auto_pong && !self.close_sent {
+                                let data = Bytes::copy_from_slice(&self.rx[payload.clone()]);
+                                // The payload is at most 125 bytes, so this cannot fail on
+                                // length; a random-source failure only loses this pong.
+                                let _ = self.queue_control(OpCode::Pong, data);
+                            }
+                            Raw::Ping(payload)
+                        }
+                        ControlKind::Pong => Raw::Pong(payload),
+                        ControlKind::Close => {
+                            self.close_received = true;
+                            // RFC 6455 5.5.1: "If an endpoint receives a Close frame and did
+                            // not previously send a Close frame, the endpoint MUST send a
+                            // Close frame in response", typically echoing the status code.
+                            if !self.close_sent && self.config.auto_close {
+                                let code = parse_close_payload(&self.rx[payload.clone()])
+                                    .ok()
+                                    .flatten()
+                                    .map(|(c, _)| c);
+                                let _ = self.queue_close(code, "");
+                            }
+                            Raw::Close(payload)
+                        }
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Handles a data chunk; `None` when nothing is to be delivered yet.
+    fn data(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
+        #[cfg(feature = "deflate")]
+        if chunk.compressed {
+            return self.inflate(chunk, consumed);
+        }
+        let kind = chunk.kind;
+        match self.config.delivery {
+            Delivery::Whole => {
+                if chunk.first && chunk.message_end {
+                    // The whole message is in the receive buffer: lend it, no copy.
+                    self.rx_pending = consumed;
+                    return Ok(Some(Raw::Data {
+                        kind,
+                        loc: Loc::Rx(chunk.payload),
+                        first: true,
+                        fin: true,
+                    }));
+                }
+                if chunk.first && !chunk.frame_end {
+                    // The start of a message's first frame: keep it where it is, and the
+                    // rest of the frame after it, so that a single-frame message is
+                    // never copied (`reserve_recv` makes room for the rest up front).
+                    self.held_start = chunk.payload.start;
+                    self.held = consumed;
+                    return Ok(None);
+                }
+                if self.held > 0 {
+                    self.held += consumed;
+                    let held = self.held_start..chunk.payload.end;
+                    if chunk.message_end {
+                        self.held = 0;
+                        self.rx_pending = chunk.payload.end;
+                        return Ok(Some(Raw::Data {
+                            kind,
+                            loc: Loc::Rx(held),
+                            first: true,
+                            fin: true,
+                        }));
+                    }
+                    if chunk.frame_end {
+                        // The first frame of a fragmented message: its fragments are
+                        // assembled in `msg`.
+                        self.msg.extend_from_slice(&self.rx[held]);
+                        self.rx.advance(self.held);
+                        self.held = 0;
+                    }
+                    return Ok(None);
+                }
+                self.msg.extend_from_slice(&self.rx[chunk.payload]);
+                self.rx.advance(consumed);
+                if chunk.message_end {
+                    self.msg_delivered = true;
+                    return Ok(Some(Raw::Data {
+                        kind,
+                        loc: Loc::Msg,
+                        first: true,
+                        fin: true,
+                    }));
+                }
+                Ok(None)
+            }
+            Delivery::Chunks => {
+                if chunk.payload.is_empty() && !chunk.message_end {
+                    self.rx.advance(consumed);
+                    return Ok(None);
+                }
+                let first = !self.chunk_started;
+                self.chunk_started = !chunk.message_end;
+                self.rx_pending = consumed;
+                Ok(Some(Raw::Data {
+                    kind,
+                    loc: Loc::Rx(chunk.payload),
+                    first,
+                    fin: chunk.message_end,
+                }))
+            }
+        }
+    }
+
+    /// Inflates a compressed chunk; the size limit applies to the inflated bytes.
+    #[cfg(feature = "deflate")]
+    fn inflate(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
+        let Some(d) = self.deflate.as_deref_mut() else {
+            // The decoder refuses RSV1 unless deflate was set.
+            return Err(Error::Protocol(ProtocolError::ReservedBits));
+        };
+        let pmd = &mut d.pmd;
+        let input = &self.rx[chunk.payload.clone()];
+        let max = self.config.max_message_size;
+        let (out, start) = match self.config.delivery {
+            Delivery::Whole => {
+                let start = self.msg.len();
+                pmd.decompress(input, chunk.message_end, &mut self.msg, max)
+                    .map_err(Error::Deflate)?;
+                (&self.msg, start)
+            }
+            Delivery::Chunks => {
+                d.scratch.clear();
+                let budget = max.saturating_sub(d.inflated);
+                pmd.decompress(input, chunk.message_end, &mut d.scratch, budget)
+                    .map_err(Error::Deflate)?;
+                d.inflated += d.scratch.len();
+                (&d.scratch, 0)
+            }
+        };
+        if chunk.kind == MessageKind::Text {
+            // RFC 7692 + RFC 6455 8.1: text is validated after inflation, failing fast.
+            d.utf8
+                .feed(&out[start..])
+                .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
+            if chunk.message_end {
+                d.utf8
+                    .finish()
+                    .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
+            }
+        }
+        let produced = out.len() > start;
+        self.rx.advance(consumed);
+        let kind = chunk.kind;
+        match self.config.delivery {
+            Delivery::Whole => {
+                if chunk.message_end {
+                    self.msg_delivered = true;
+                    return Ok(Some(Raw::Data {
+                        kind,
+                        loc: Loc::Msg,
+                        first: true,
+                        fin: true,
+                    }));
+                }
+                Ok(None)
+            }
+            Delivery::Chunks => {
+                if !produced && !chunk.message_end {
+                    return Ok(None);
+                }
+                let first = !self.chunk_started;
+                self.chunk_started = !chunk.message_end;
+                if chunk.message_end
+                    && let Some(d) = self.deflate.as_deref_mut()
+                {
+                    d.inflated = 0;
+                }
+                Ok(Some(Raw::Data {
+                    kind,
+                    loc: Loc::Scratch,
+                    first,
+                    fin: chunk.message_end,
+                }))
+            }
+        }
+    }
+
+    /// Fails the connection (RFC 6455 7.1.7): queue a close with the error's code if we
+    /// have not sent one, and stop.
+    pub(super) fn fail(&mut self, e: Error) -> Error {
+        if !self.close_sent
+            && let Some(code) = e.close_code()
+        {
+            let _ = self.queue_close(Some(code), "");
+        }
+        self.failed = true;
+        self.rx = BytesMut::new();
+        self.rx_pending = 0;
+        self.held = 0;
+        self.msg = Vec::new();
+        e
+    }
+}
