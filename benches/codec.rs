@@ -92,7 +92,7 @@ fn decode(c: &mut Criterion) {
                     conn.handle_bytes(now, &wire[at..at + frame_len]);
                     match conn.poll_event() {
                         Some(Ok(Event::Message(m))) => {
-                            black_box(m.data);
+                            black_box(m.as_bytes());
                         }
                         other => panic!("{other:?}"),
                     }
@@ -232,7 +232,7 @@ fn decode_burst(c: &mut Criterion) {
                         while let Some(ev) = conn.poll_event() {
                             match ev {
                                 Ok(Event::Message(m)) => {
-                                    black_box(m.data);
+                                    black_box(m.as_bytes());
                                     messages += 1;
                                 }
                                 other => panic!("{other:?}"),

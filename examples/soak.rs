@@ -444,7 +444,7 @@ async fn step(ws: &mut WebSocket<TcpStream>, rng: &mut Rng, stats: &Stats) -> Re
                     other => return Err(format!("waiting for the server's close: {other:?}")),
                 }
             }
-            if ws.close_frame().map(|f| f.code) != Some(1000) {
+            if ws.close_frame().map(|f| f.code.0) != Some(1000) {
                 return Err(format!("server close frame: {:?}", ws.close_frame()));
             }
             stats.server_closes.fetch_add(1, Ordering::Relaxed);

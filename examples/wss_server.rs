@@ -17,13 +17,13 @@
 //! The TLS configuration is built with the ring provider chosen explicitly
 //! (`rapidws::tls::server_config_from_pem`), so no process-wide `CryptoProvider` is
 //! installed. Each connection gets the TLS and WebSocket handshakes within the
-//! handshake timeout (`rapidws::tls::accept`), then echoes every data message.
+//! handshake timeout (`rapidws::tokio::accept_tls`), then echoes every data message.
 
 use std::error::Error;
 use std::sync::Arc;
 
-use rapidws::tls::{TlsAcceptor, accept, server_config_from_pem};
-use rapidws::tokio::ServerConfig;
+use rapidws::tls::server_config_from_pem;
+use rapidws::tokio::{ServerConfig, TlsAcceptor, accept_tls};
 use tokio::net::TcpListener;
 
 #[tokio::main]
@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         let (tcp, peer) = listener.accept().await?;
         let (acceptor, config) = (acceptor.clone(), config.clone());
         tokio::spawn(async move {
-            let mut ws = match accept(&acceptor, tcp, &config).await {
+            let mut ws = match accept_tls(&acceptor, tcp, &config).await {
                 Ok(ws) => ws,
                 Err(e) => {
                     eprintln!("{peer}: handshake failed: {e}");

@@ -129,13 +129,13 @@ impl WebSocketUpgrade {
 
     /// Sets the largest message accepted (inflated size when compressed).
     pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.config.connection.protocol.max_message_size = bytes;
+        self.config.connection.max_message_size = bytes;
         self
     }
 
     /// Sets the largest frame accepted.
     pub fn max_frame_size(mut self, bytes: usize) -> Self {
-        self.config.connection.protocol.max_frame_size = bytes;
+        self.config.connection.max_frame_size = bytes;
         self
     }
 

@@ -263,7 +263,7 @@ fn trace_end(frame: Option<&CloseFrame>, error: Option<&ws::Error>) {
         Some(e) => tracing::debug!(target: "rapidws::handler", error = %e, "connection failed"),
         None => tracing::debug!(
             target: "rapidws::handler",
-            code = frame.map(|c| c.code),
+            code = frame.map(|c| c.code.0),
             "connection closed"
         ),
     }

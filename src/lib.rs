@@ -10,8 +10,12 @@
 //!
 //! Hostile input gives a typed error and the right close code (1002 protocol error,
 //! 1007 invalid UTF-8, 1009 too big), never a panic or an allocation the peer sized: every
-//! limit is a config value with a safe default (frame 16 MiB, message 16 MiB in the IO
-//! layers and 64 MiB in the core, handshake head 16 KiB and 100 header fields).
+//! limit is a config value with a safe default (frame 16 MiB, message 16 MiB, handshake
+//! head 16 KiB and 100 header fields).
+//!
+//! What applications see is defined once for every layer: one [`Config`] per connection
+//! (with [`ServerConfig`] and [`ClientConfig`] around it), one [`Message`] (and the
+//! borrowed [`MessageRef`]), one [`Error`].
 //!
 //! # Feature flags
 //!
@@ -21,9 +25,10 @@
 //! | `deflate`  | yes     | permessage-deflate (RFC 7692), own level 1, zlib-rs: [`deflate`] |
 //! | `tokio`    | yes     | the async layer: [`tokio::serve`], [`tokio::connect`], split halves, send queues, timeouts; [`handler`] callbacks and [`tunnel`] byte streams |
 //! | `blocking` | yes     | a blocking layer over any `std::io::Read + Write`: [`blocking`] |
-//! | `rustls`   | no      | `wss://` over rustls, ring provider chosen explicitly: clients (`tls::connect_tls`, `blocking::connect_tls`) and servers (`tls::accept`, `tls::server_config_from_pem`) |
+//! | `rustls`   | no      | rustls configurations for `wss://`, ring provider chosen explicitly (`tls::default_client_config`, `tls::server_config_from_pem`), and the blocking `wss://` client (`blocking::connect_tls`); no async runtime |
+//! | `tokio-rustls` | no  | `wss://` on tokio: `tokio::connect_tls`, `tokio::accept_tls`; implies `tokio` and `rustls` |
 //! | `rustls-native-roots` | no | the operating system's trust store for `wss://` clients (`tls::native_roots_client_config`) |
-//! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` (`tokio::Proxy`) |
+//! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` (`proxy::Proxy`, `ClientConfig::with_proxy`), for both layers; no async runtime of its own |
 //! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`) |
 //! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`; implies `hyper` |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
@@ -37,8 +42,8 @@
 //! |----------|-----|
 //! | a server on tokio | [`tokio::serve`], or [`tokio::accept`] on a stream you accepted |
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
-//! | a `wss://` client or server | `tls::connect_tls` and `tls::accept` (feature `rustls`) |
-//! | a client behind a proxy | `tokio::ClientConfig::with_proxy` (feature `proxy`) |
+//! | a `wss://` client or server | `tokio::connect_tls` and `tokio::accept_tls` (feature `tokio-rustls`), `blocking::connect_tls` (feature `rustls`) |
+//! | a client behind a proxy | `ClientConfig::with_proxy` (feature `proxy`) |
 //! | a route in a hyper or axum app | `hyper::upgrade`, `axum::WebSocketUpgrade` (features `hyper`, `axum`) |
 //! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
@@ -319,18 +324,17 @@ pub mod axum;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 pub mod codec;
+pub mod config;
 pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
 mod deque;
+pub mod error;
 #[cfg(feature = "tokio")]
 pub mod handler;
 pub mod handshake;
 #[cfg(feature = "hyper")]
 pub mod hyper;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod layer;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod message;
 #[cfg(feature = "proxy")]
 pub mod proxy;
@@ -344,5 +348,14 @@ pub mod url;
 
 pub use rapidws_simd as simd;
 
+/// Guides that are not about one item: what changed between releases.
+pub mod guide {
+    #[doc = include_str!("docs/CHANGELOG.md")]
+    pub mod changelog {}
+}
+
 pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
-pub use connection::{Config, Connection, Event, PreparedMessage};
+pub use config::{ClientConfig, ServerConfig};
+pub use connection::{Config, Connection, Delivery, Event, PreparedMessage};
+pub use error::{Error, Timeout, TrySendError};
+pub use message::{CloseFrame, Message, MessageRef, Utf8Bytes};

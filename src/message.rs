@@ -1,6 +1,9 @@
-//! Owned messages, shared by the tokio and blocking layers; shaped like tungstenite's.
+//! Messages as applications see them, for every layer: owned ([`Message`], shaped like
+//! tungstenite's) and borrowed ([`MessageRef`]), with their text and close-frame types.
 
 use bytes::Bytes;
+
+use crate::codec::{CloseCode, MessageKind};
 
 /// UTF-8 text held in [`Bytes`], so a text message is shared, not copied.
 ///
@@ -108,17 +111,17 @@ impl PartialEq<&str> for Utf8Bytes {
 /// A close frame's status code and reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloseFrame {
-    /// The status code (RFC 6455 7.4), e.g. 1000 for a normal close.
-    pub code: u16,
+    /// The status code (RFC 6455 7.4), e.g. [`CloseCode::NORMAL`].
+    pub code: CloseCode,
     /// The reason, at most 123 bytes of UTF-8.
     pub reason: Utf8Bytes,
 }
 
 impl CloseFrame {
-    /// A close frame with `code` and `reason`.
-    pub fn new(code: u16, reason: impl Into<Utf8Bytes>) -> Self {
+    /// A close frame with `code` (a [`CloseCode`] or its number) and `reason`.
+    pub fn new(code: impl Into<CloseCode>, reason: impl Into<Utf8Bytes>) -> Self {
         CloseFrame {
-            code,
+            code: code.into(),
             reason: reason.into(),
         }
     }
@@ -173,13 +176,20 @@ impl Message {
     pub fn is_data(&self) -> bool {
         matches!(self, Message::Text(_) | Message::Binary(_))
     }
+
+    /// A data message of `kind` whose payload the codec has validated (UTF-8 for text).
+    pub(crate) fn from_data(kind: MessageKind, data: Bytes) -> Self {
+        match kind {
+            MessageKind::Text => Message::Text(Utf8Bytes::from_validated(data)),
+            MessageKind::Binary => Message::Binary(data),
+        }
+    }
 }
 
 /// A received message borrowed from the connection's buffers: what the borrowing receive
 /// calls (`recv_ref` in the tokio layer) yield. It lives until the next call on the
 /// connection; nothing is allocated or copied to produce it. [`to_message`](Self::to_message)
 /// copies it into a [`Message`].
-#[cfg(feature = "tokio")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MessageRef<'a> {
     /// A text message (validated as it arrived).
@@ -191,29 +201,21 @@ pub enum MessageRef<'a> {
     /// A pong.
     Pong(&'a [u8]),
     /// A close frame: status code and reason; `None` when the frame had no status code.
-    Close(Option<(u16, &'a str)>),
+    Close(Option<(CloseCode, &'a str)>),
 }
 
-#[cfg(feature = "tokio")]
 impl<'a> MessageRef<'a> {
-    /// Converts a borrowed core event; `None` for a chunk (gathered by the caller).
-    pub(crate) fn from_event(ev: crate::connection::Event<'a>) -> Option<Self> {
-        use crate::codec::MessageKind;
-        use crate::connection::Event;
-        Some(match ev {
-            Event::Message(m) => match m.kind {
+    /// A data message of `kind` whose payload the codec has validated (UTF-8 for text).
+    pub(crate) fn from_data(kind: MessageKind, data: &'a [u8]) -> Self {
+        match kind {
+            MessageKind::Text => {
+                debug_assert!(core::str::from_utf8(data).is_ok(), "text was validated");
                 // Validated as it arrived; the standard library checks again because this
                 // crate forbids `unsafe` (at memory speed for ASCII).
-                MessageKind::Text => {
-                    MessageRef::Text(std::str::from_utf8(m.data).unwrap_or_default())
-                }
-                MessageKind::Binary => MessageRef::Binary(m.data),
-            },
-            Event::Ping(p) => MessageRef::Ping(p),
-            Event::Pong(p) => MessageRef::Pong(p),
-            Event::Close(c) => MessageRef::Close(c.map(|c| (c.code.0, c.reason))),
-            _ => return None,
-        })
+                MessageRef::Text(core::str::from_utf8(data).unwrap_or_default())
+            }
+            MessageKind::Binary => MessageRef::Binary(data),
+        }
     }
 
     /// The payload's bytes (for a close frame: the reason).

@@ -1,58 +1,32 @@
-//! `wss://` over rustls (feature `rustls`): clients, a server helper, and the blocking
-//! client (`blocking::connect_tls`, with feature `blocking`).
+//! rustls configurations for `wss://` (feature `rustls`), for every IO layer: the client
+//! side (`tokio::connect_tls` with feature `tokio-rustls`, `blocking::connect_tls` with
+//! feature `blocking`) and the server side (`tokio::accept_tls`).
 //!
 //! The crypto provider (ring) is chosen when each rustls configuration is built, so no
 //! process-wide `CryptoProvider` has to be installed first. [`default_client_config`]
 //! trusts Mozilla's roots (webpki-roots); `native_roots_client_config` (feature
-//! `rustls-native-roots`) trusts the operating system's; pass your own configuration to
-//! [`connect_tls`] for private roots or client certificates.
+//! `rustls-native-roots`) trusts the operating system's; build your own configuration
+//! (with [`client_config_with_roots`], or with the re-exported [`rustls`]) for private
+//! roots or client certificates. [`server_config_from_pem`] builds a server's from PEM
+//! text.
 //!
-//! ```no_run
-//! use rapidws::tokio::{ClientConfig, Message};
-//!
-//! # async fn run() -> Result<(), rapidws::tokio::Error> {
-//! let mut ws = rapidws::tls::connect_tls("wss://example.com/chat", &ClientConfig::default(), None).await?;
-//! ws.send(Message::text("hello")).await?;
-//! # Ok(())
-//! # }
 //! ```
-//!
-//! A server builds a [`TlsAcceptor`] once (for example with [`server_config_from_pem`])
-//! and hands each accepted TCP stream to [`accept`]:
-//!
-//! ```no_run
-//! use rapidws::tokio::ServerConfig;
-//! use rapidws::tls::{TlsAcceptor, server_config_from_pem};
-//!
-//! # async fn run(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
-//! let acceptor = TlsAcceptor::from(server_config_from_pem(cert_pem, key_pem)?);
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:9443").await?;
-//! let (tcp, _) = listener.accept().await?;
-//! let mut ws = rapidws::tls::accept(&acceptor, tcp, &ServerConfig::default()).await?;
+//! # fn main() -> Result<(), rapidws::tls::TlsConfigError> {
+//! let config = rapidws::tls::default_client_config()?;
+//! assert!(config.alpn_protocols.is_empty());
 //! # Ok(())
 //! # }
 //! ```
 
 use std::fmt;
-use std::io;
 use std::sync::Arc;
 
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::handshake::ClientRequest;
-use crate::tokio::{
-    ClientConfig, Error, ServerConfig, Timeout, UrlError, WebSocket, client_handshake,
-};
-
-pub use tokio_rustls::TlsAcceptor;
-pub use tokio_rustls::client::TlsStream;
-/// The server side of a TLS stream, as [`accept`] returns it.
-pub use tokio_rustls::server::TlsStream as ServerTlsStream;
+/// The rustls crate this module builds on, so that a configuration of your own is made
+/// with the same version.
+pub use rustls;
 
 /// The ring crypto provider every configuration here is built on.
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -60,22 +34,17 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// A rustls client configuration on the ring provider that trusts Mozilla's roots.
-pub fn default_client_config() -> Result<Arc<rustls::ClientConfig>, Error> {
-    webpki_client_config().map_err(config_error)
-}
-
-/// [`default_client_config`] with the rustls error, for the blocking client.
-pub(crate) fn webpki_client_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+pub fn default_client_config() -> Result<Arc<rustls::ClientConfig>, TlsConfigError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    build_client_config(roots)
+    build_client_config(roots).map_err(TlsConfigError::Rustls)
 }
 
 /// A rustls client configuration on the ring provider that trusts `roots` only.
 pub fn client_config_with_roots(
     roots: rustls::RootCertStore,
-) -> Result<Arc<rustls::ClientConfig>, Error> {
-    build_client_config(roots).map_err(config_error)
+) -> Result<Arc<rustls::ClientConfig>, TlsConfigError> {
+    build_client_config(roots).map_err(TlsConfigError::Rustls)
 }
 
 fn build_client_config(
@@ -185,66 +154,4 @@ pub fn server_config_from_pem(
         Err(e) => return Err(TlsConfigError::Pem(e)),
     };
     server_config(chain, key)
-}
-
-/// Accepts a `wss://` connection on `stream` (a freshly accepted TCP stream, or any
-/// byte stream): the TLS handshake with `acceptor`, then the WebSocket opening handshake
-/// (see [`crate::tokio::accept`]), the two together within
-/// [`Config::handshake_timeout`](crate::tokio::Config::handshake_timeout).
-pub async fn accept<S>(
-    acceptor: &TlsAcceptor,
-    stream: S,
-    config: &ServerConfig,
-) -> Result<WebSocket<ServerTlsStream<S>>, Error>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let both = async {
-        let tls = acceptor.accept(stream).await?;
-        crate::tokio::accept(tls, config).await
-    };
-    match config.connection.handshake_timeout {
-        Some(t) => tokio::time::timeout(t, both)
-            .await
-            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
-        None => both.await,
-    }
-}
-
-/// Connects to a `wss://host[:port]/path` URL: TCP (directly, or through the
-/// configured proxy with feature `proxy`; within [`ClientConfig::connect_timeout`]),
-/// TLS with `tls` (or [`default_client_config`]) and the opening handshake (the two
-/// within the handshake timeout). The certificate is checked against the URL's host.
-pub async fn connect_tls(
-    url: &str,
-    config: &ClientConfig,
-    tls: Option<Arc<rustls::ClientConfig>>,
-) -> Result<WebSocket<TlsStream<TcpStream>>, Error> {
-    let (request, target) = ClientRequest::from_url(url)?;
-    if !target.secure {
-        return Err(Error::Url(UrlError::UnsupportedScheme));
-    }
-    let tls = match tls {
-        Some(t) => t,
-        None => default_client_config()?,
-    };
-    let name =
-        ServerName::try_from(target.host.clone()).map_err(|_| Error::Url(UrlError::BadHost))?;
-    let tcp = crate::tokio::open_stream(&target.host, target.port, true, config).await?;
-    let both = async {
-        let stream = TlsConnector::from(tls).connect(name, tcp).await?;
-        // `from_url` built the Host header and resource from the URL as written.
-        client_handshake(stream, request.host(), request.path(), config).await
-    };
-    // `client_handshake` bounds its own part; this bounds the TLS handshake too.
-    match config.connection.handshake_timeout {
-        Some(t) => tokio::time::timeout(t, both)
-            .await
-            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
-        None => both.await,
-    }
-}
-
-fn config_error(e: rustls::Error) -> Error {
-    Error::Io(io::Error::other(e))
 }

@@ -22,10 +22,12 @@ pub struct WsUrl {
 pub enum UrlError {
     /// Neither `ws://` nor `wss://`.
     UnsupportedScheme,
-    /// A `wss://` URL given to a client that cannot open TLS: enable feature `rustls`
-    /// (then `connect` opens TLS itself), or open your own TLS stream and run the client
-    /// handshake over it.
+    /// A `wss://` URL given to a client that does not open TLS: use `connect_tls` (feature
+    /// `tokio-rustls` on tokio, `rustls` for the blocking client), or open your own TLS
+    /// stream and run the client handshake over it.
     TlsUnavailable,
+    /// A `ws://` URL given to a TLS client (`connect_tls`): it needs `wss://`.
+    NotSecure,
     /// The host is missing or malformed.
     BadHost,
     /// The port is not a number in 1..=65535.
@@ -43,9 +45,10 @@ impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             UrlError::UnsupportedScheme => "unsupported URL scheme (expected ws:// or wss://)",
+            UrlError::NotSecure => "a TLS client needs a wss:// URL",
             UrlError::TlsUnavailable => {
-                "wss:// needs TLS: enable feature `rustls`, or run the client handshake over \
-                 your own TLS stream"
+                "wss:// needs TLS: use connect_tls (feature `tokio-rustls` on tokio, `rustls` \
+                 for the blocking client), or run the client handshake over your own TLS stream"
             }
             UrlError::BadHost => "missing or malformed host in URL",
             UrlError::BadPort => "invalid port in URL",

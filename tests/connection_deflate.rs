@@ -3,10 +3,10 @@
 
 use std::time::Instant;
 
-use rapidws::Role;
 use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
 use rapidws::connection::{Config, Connection, Delivery, Error, OwnedEvent};
 use rapidws::deflate::{DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate};
+use rapidws::{CloseFrame, Role};
 
 mod connection_support;
 mod noise;
@@ -100,9 +100,9 @@ fn inflate_stops_at_max_message_size() {
     peer.handle_bytes(Instant::now(), &wire_of(&mut server));
     assert_eq!(
         drain(&mut peer),
-        vec![Ok(OwnedEvent::Close(Some((
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::TOO_BIG,
-            String::new()
+            ""
         ))))]
     );
 }

@@ -3,12 +3,12 @@
 use std::time::{Duration, Instant};
 
 use bytes::Buf;
-use rapidws::PreparedMessage;
 use rapidws::Role;
 use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
 use rapidws::connection::{
     Config, Connection, Delivery, Error, Event, OwnedEvent, SendError, Timeout,
 };
+use rapidws::{CloseFrame, PreparedMessage};
 
 mod connection_support;
 use connection_support::drain;
@@ -195,18 +195,18 @@ fn close_initiated_by_client() {
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(
         drain(&mut p.server),
-        vec![Ok(OwnedEvent::Close(Some((
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::NORMAL,
-            "bye".into()
+            "bye"
         ))))]
     );
     assert!(p.server.is_closed());
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
         drain(&mut p.client),
-        vec![Ok(OwnedEvent::Close(Some((
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::NORMAL,
-            String::new()
+            ""
         ))))]
     );
     assert!(p.client.is_closed());
@@ -220,9 +220,9 @@ fn close_initiated_by_server() {
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
         drain(&mut p.client),
-        vec![Ok(OwnedEvent::Close(Some((
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::GOING_AWAY,
-            String::new()
+            ""
         ))))]
     );
     pump(&mut p.client, &mut p.server, p.now);
@@ -239,11 +239,17 @@ fn simultaneous_close_completes_on_both_sides() {
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
         drain(&mut p.server),
-        vec![Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, "c".into()))))]
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
+            CloseCode::NORMAL,
+            "c"
+        ))))]
     );
     assert_eq!(
         drain(&mut p.client),
-        vec![Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, "s".into()))))]
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
+            CloseCode::NORMAL,
+            "s"
+        ))))]
     );
     assert!(p.client.is_closed() && p.server.is_closed());
     // Neither echoes a second close.
@@ -323,9 +329,9 @@ fn expect_failure(bytes: &[u8], role: Role, code: u16, err: ProtocolError) {
     peer.handle_bytes(now, &wire);
     assert_eq!(
         drain(&mut peer),
-        vec![Ok(OwnedEvent::Close(Some((
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode(code),
-            String::new()
+            ""
         ))))]
     );
 }
@@ -394,9 +400,9 @@ fn message_over_limit_in_fragments_fails_with_1009() {
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
         drain(&mut p.client),
-        vec![Ok(OwnedEvent::Close(Some((
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::TOO_BIG,
-            String::new()
+            ""
         ))))]
     );
 }
@@ -499,7 +505,8 @@ fn close_handshake_times_out() {
 
 #[test]
 fn close_after_a_quiet_spell_waits_the_close_timeout_from_the_call() {
-    let mut p = Pair::with(Config::default(), Config::default());
+    let quiet = Config::default().with_keepalive(None, Duration::from_secs(30));
+    let mut p = Pair::with(quiet.clone(), quiet);
     let t0 = p.now;
     p.client.send_text("hello").unwrap();
     pump(&mut p.client, &mut p.server, t0);
@@ -522,14 +529,17 @@ fn close_after_a_quiet_spell_waits_the_close_timeout_from_the_call() {
     pump(&mut p.client, &mut p.server, later + Duration::from_secs(4));
     assert!(matches!(
         drain(&mut p.server).as_slice(),
-        [Ok(OwnedEvent::Close(Some((CloseCode::NORMAL, _))))]
+        [Ok(OwnedEvent::Close(Some(CloseFrame {
+            code: CloseCode::NORMAL,
+            ..
+        })))]
     ));
     assert!(p.server.is_closed());
 }
 
 #[test]
 fn idle_timeout_closes_with_1001() {
-    let mut cfg = Config::default();
+    let mut cfg = Config::default().with_keepalive(None, Duration::from_secs(30));
     cfg.idle_timeout = Some(Duration::from_secs(60));
     let t0 = Instant::now();
     let mut conn = Connection::new(Role::Server, cfg, t0);
@@ -544,8 +554,12 @@ fn idle_timeout_closes_with_1001() {
 }
 
 #[test]
-fn no_timers_by_default_until_close() {
-    let conn = Connection::new(Role::Client, Config::default(), Instant::now());
+fn the_default_keepalive_is_the_only_timer_until_close() {
+    let t0 = Instant::now();
+    let conn = Connection::new(Role::Client, Config::default(), t0);
+    assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(30)));
+    let quiet = Config::default().with_keepalive(None, Duration::from_secs(30));
+    let conn = Connection::new(Role::Client, quiet, t0);
     assert_eq!(conn.poll_timeout(), None);
 }
 
@@ -564,7 +578,10 @@ fn auto_close_off_leaves_the_reply_to_the_caller() {
     pump(&mut p.server, &mut p.client, p.now);
     assert_eq!(
         drain(&mut p.client),
-        vec![Ok(OwnedEvent::Close(Some((CloseCode(4000), "app".into()))))]
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
+            CloseCode(4000),
+            "app"
+        ))))]
     );
 }
 

@@ -67,7 +67,7 @@ impl Handler for Recorder {
     fn on_close(&mut self, frame: Option<&CloseFrame>, error: Option<&WsError>) {
         self.log.lock().unwrap().push(format!(
             "close {:?} {}",
-            frame.map(|f| f.code),
+            frame.map(|f| f.code.0),
             error.is_some()
         ));
     }

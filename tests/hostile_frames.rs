@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use rapidws::Role;
 use rapidws::codec::{CloseCode, ProtocolError};
 use rapidws::connection::{Config, Connection, Error, OwnedEvent};
+use rapidws::{CloseFrame, Role};
 
 mod connection_support;
 mod hostile_support;
@@ -504,9 +504,9 @@ fn data_after_the_peers_close_is_ignored() {
     let events = drain(&mut conn);
     assert_eq!(
         events,
-        vec![Ok(OwnedEvent::Close(Some((
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::NORMAL,
-            "bye".to_owned()
+            "bye"
         ))))]
     );
     // The close is echoed; no pong for the late ping.

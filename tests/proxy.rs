@@ -630,9 +630,10 @@ async fn socks5_host_name_longer_than_255_bytes_is_refused_before_sending() {
 
 /// A wss:// echo server (our TLS helper) with a fresh self-signed certificate for
 /// `localhost`; returns its port and a client TLS configuration trusting it.
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tokio-rustls")]
 async fn wss_echo_server() -> (u16, Arc<tokio_rustls::rustls::ClientConfig>) {
-    use rapidws::tls::{TlsAcceptor, client_config_with_roots, server_config};
+    use rapidws::tls::{client_config_with_roots, server_config};
+    use rapidws::tokio::{TlsAcceptor, accept_tls};
     use tokio_rustls::rustls;
     use tokio_rustls::rustls::pki_types::PrivatePkcs8KeyDer;
 
@@ -644,7 +645,7 @@ async fn wss_echo_server() -> (u16, Arc<tokio_rustls::rustls::ClientConfig>) {
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
-        let mut ws = rapidws::tls::accept(&acceptor, tcp, &ServerConfig::default())
+        let mut ws = accept_tls(&acceptor, tcp, &ServerConfig::default())
             .await
             .unwrap();
         while let Ok(Some(msg)) = ws.recv().await {
@@ -658,10 +659,10 @@ async fn wss_echo_server() -> (u16, Arc<tokio_rustls::rustls::ClientConfig>) {
     (port, client_config_with_roots(roots).unwrap())
 }
 
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tokio-rustls")]
 #[tokio::test]
 async fn wss_through_an_http_connect_proxy() {
-    use rapidws::tls::connect_tls;
+    use rapidws::tokio::connect_tls;
 
     let (port, tls) = wss_echo_server().await;
     let (proxy, seen) = connect_proxy(None).await;
@@ -729,7 +730,7 @@ mod blocking_client {
         );
     }
 
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tokio-rustls")]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn blocking_wss_through_a_socks5_proxy() {
         let (port, tls) = wss_echo_server().await;
@@ -801,7 +802,7 @@ mod blocking_client {
         })
         .await
         .unwrap();
-        assert!(err.is_timeout(), "{err:?}");
+        assert!(err.is_would_block(), "{err:?}");
         assert!(start.elapsed() < Duration::from_secs(3));
     }
 }

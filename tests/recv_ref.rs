@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 mod alloc_count;
 
-use rapidws::Role;
 use rapidws::connection::{Connection, Delivery};
 use rapidws::tokio::{Config, MessageKind, MessageRef, WebSocket};
+use rapidws::{CloseCode, Role};
 use tokio::io::{AsyncWriteExt, DuplexStream, duplex};
 
 /// The frames a client would send for `messages`, masked, back to back.
@@ -207,7 +207,7 @@ fn recv_ref_on_a_read_half_copies_into_the_half() {
         client.write_all(&out).await.unwrap();
         assert_eq!(
             rd.recv_ref().await.unwrap(),
-            Some(MessageRef::Close(Some((1000, "bye"))))
+            Some(MessageRef::Close(Some((CloseCode::NORMAL, "bye"))))
         );
         drop(client);
         assert_eq!(rd.recv_ref().await.unwrap(), None);

@@ -1,11 +1,12 @@
 //! wss:// over loopback with a self-signed certificate (feature `rustls`).
-#![cfg(feature = "rustls")]
+#![cfg(feature = "tokio-rustls")]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use rapidws::tls::{client_config_with_roots, connect_tls};
+use rapidws::tls::client_config_with_roots;
 use rapidws::tokio::{ClientConfig, Error, Message, ServerConfig, WebSocket, accept};
+use rapidws::tokio::{accept_tls, connect_tls};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::client::TlsStream;
@@ -114,9 +115,7 @@ async fn helper_echo_server(cert_pem: &str, key_pem: &str, connections: usize) -
             let (tcp, _) = listener.accept().await.unwrap();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let Ok(mut ws) =
-                    rapidws::tls::accept(&acceptor, tcp, &ServerConfig::default()).await
-                else {
+                let Ok(mut ws) = accept_tls(&acceptor, tcp, &ServerConfig::default()).await else {
                     return;
                 };
                 while let Ok(Some(msg)) = ws.recv().await {
@@ -178,8 +177,8 @@ fn server_config_from_pem_names_what_is_missing_or_wrong() {
 
 #[tokio::test]
 async fn silent_tls_peers_are_a_handshake_timeout_on_both_sides() {
-    use rapidws::tokio::{Config, Error, Timeout};
-    let quick = Config::default().with_handshake_timeout(Some(Duration::from_millis(300)));
+    use rapidws::tokio::{Error, Timeout};
+    let quick = Some(Duration::from_millis(300));
     // A "server" that accepts TCP and never answers the ClientHello.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -188,7 +187,7 @@ async fn silent_tls_peers_are_a_handshake_timeout_on_both_sides() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         drop(tcp);
     });
-    let config = ClientConfig::default().with_connection(quick.clone());
+    let config = ClientConfig::default().with_handshake_timeout(quick);
     let err = tokio::time::timeout(
         Duration::from_secs(5),
         connect_tls(&format!("wss://localhost:{port}/"), &config, None),
@@ -208,14 +207,11 @@ async fn silent_tls_peers_are_a_handshake_timeout_on_both_sides() {
     let addr = listener.local_addr().unwrap();
     let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (tcp, _) = listener.accept().await.unwrap();
-    let server = ServerConfig::default().with_connection(quick);
-    let err = tokio::time::timeout(
-        Duration::from_secs(5),
-        rapidws::tls::accept(&acceptor, tcp, &server),
-    )
-    .await
-    .unwrap()
-    .unwrap_err();
+    let server = ServerConfig::default().with_handshake_timeout(quick);
+    let err = tokio::time::timeout(Duration::from_secs(5), accept_tls(&acceptor, tcp, &server))
+        .await
+        .unwrap()
+        .unwrap_err();
     assert!(matches!(err, Error::Timeout(Timeout::Handshake)), "{err:?}");
 }
 
@@ -263,7 +259,7 @@ async fn blocking_wss_client_refuses_an_untrusted_certificate_and_ws_urls() {
         assert!(err.to_string().contains("certificate"), "{err}");
         let err = blocking::connect_tls("ws://127.0.0.1:1/", &config, None).unwrap_err();
         assert!(
-            matches!(err, blocking::Error::ClientHandshake(_)),
+            matches!(err, blocking::Error::Url(rapidws::url::UrlError::NotSecure)),
             "{err:?}"
         );
     })

@@ -197,7 +197,8 @@ async fn ping_flood_from_a_peer_that_never_reads_keeps_memory_bounded() {
 async fn default_config_limits_are_safe() {
     let c = Config::default();
     assert!(c.send_queue_high_water > 0 && c.send_queue_high_water <= 1 << 20);
-    assert!(c.protocol.max_message_size <= 64 << 20);
-    assert!(c.handshake_timeout.is_some());
-    assert!(c.protocol.keepalive_interval.is_some());
+    assert!(c.max_message_size <= 64 << 20);
+    assert!(rapidws::ServerConfig::default().handshake_timeout.is_some());
+    assert!(rapidws::ClientConfig::default().handshake_timeout.is_some());
+    assert!(c.keepalive_interval.is_some());
 }

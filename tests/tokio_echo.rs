@@ -162,7 +162,7 @@ async fn client_close_is_echoed_and_both_ends_finish() {
     bounded(ws.close(4000, "bye")).await.unwrap();
     let (seen, frame) = bounded(rx).await.unwrap();
     let frame = frame.expect("server saw the close");
-    assert_eq!((frame.code, frame.reason.as_str()), (4000, "bye"));
+    assert_eq!((frame.code.0, frame.reason.as_str()), (4000, "bye"));
     assert!(matches!(seen.last(), Some(Message::Close(Some(_)))));
     // The client's own receive side is finished too.
     assert!(bounded(ws.recv()).await.unwrap().is_none());
@@ -181,7 +181,7 @@ async fn server_close_reaches_client_then_stream_ends() {
         .unwrap();
     match bounded(ws.recv()).await.unwrap() {
         Some(Message::Close(Some(f))) => {
-            assert_eq!((f.code, f.reason.as_str()), (4001, "server done"))
+            assert_eq!((f.code.0, f.reason.as_str()), (4001, "server done"))
         }
         other => panic!("expected a close, got {other:?}"),
     }

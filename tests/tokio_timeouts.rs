@@ -5,20 +5,20 @@ mod tokio_support;
 
 use std::time::{Duration, Instant};
 
-use rapidws::tokio::{Config, Error, Message, Timeout, WebSocket, accept, connect};
+use rapidws::tokio::{Error, Message, Timeout, WebSocket, accept, connect};
 use tokio::net::TcpStream;
 use tokio_support::*;
 
-fn quick(c: Config) -> Config {
-    c.with_handshake_timeout(Some(Duration::from_millis(300)))
-}
+const QUICK: Option<Duration> = Some(Duration::from_millis(300));
 
 #[tokio::test]
 async fn silent_client_hits_the_handshake_timeout() {
     let (l, addr) = listener().await;
     let server = tokio::spawn(async move {
         let (s, _) = l.accept().await.unwrap();
-        let config = server_config().with_connection(quick(big_config()));
+        let config = server_config()
+            .with_connection(big_config())
+            .with_handshake_timeout(QUICK);
         let start = Instant::now();
         let r = accept(s, &config).await;
         (r.map(|_| ()), start.elapsed())

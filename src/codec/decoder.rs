@@ -22,7 +22,7 @@ pub struct DecoderConfig {
     pub max_frame_size: usize,
     /// Largest message accepted, checked against each header as a fragmented message
     /// grows. For compressed messages the decoder does not check it: the limit applies to
-    /// the inflated bytes, which only the inflater sees. Default 64 MiB.
+    /// the inflated bytes, which only the inflater sees. Default 16 MiB.
     pub max_message_size: usize,
     /// Whether RSV1 may be set on the first frame of a data message (permessage-deflate
     /// was negotiated).
@@ -36,7 +36,7 @@ pub struct DecoderConfig {
 }
 
 impl DecoderConfig {
-    /// Defaults for `role`: 16 MiB frames, 64 MiB messages, no extension.
+    /// Defaults for `role`: 16 MiB frames, 16 MiB messages, no extension.
     pub fn new(role: Role) -> Self {
         DecoderConfig {
             role,

@@ -22,8 +22,8 @@ use core::fmt;
 
 /// Default largest frame payload accepted: 16 MiB.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 16 << 20;
-/// Default largest message accepted (after inflation when compressed): 64 MiB.
-pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 << 20;
+/// Default largest message accepted (after inflation when compressed): 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 << 20;
 /// Largest control frame payload (RFC 6455 5.5).
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
 /// Largest frame header: 2 bytes, 8 bytes of extended length, 4 bytes of mask key.
@@ -152,6 +152,18 @@ impl CloseCode {
 impl From<u16> for CloseCode {
     fn from(v: u16) -> Self {
         CloseCode(v)
+    }
+}
+
+impl From<CloseCode> for u16 {
+    fn from(c: CloseCode) -> u16 {
+        c.0
+    }
+}
+
+impl PartialEq<u16> for CloseCode {
+    fn eq(&self, other: &u16) -> bool {
+        self.0 == *other
     }
 }
 

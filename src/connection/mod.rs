@@ -57,16 +57,19 @@
 //! # }
 //! ```
 
+mod config;
 mod prepared;
 mod receive;
 mod send;
 mod timers;
 mod types;
 
-pub use prepared::{DEFAULT_PREPARED_LEVEL, PayloadWriter, PrepareError, PreparedMessage};
-pub use types::{
-    CloseFrame, Config, Delivery, Error, Event, Message, OwnedEvent, SendError, Timeout, Transmit,
+pub use config::{
+    Config, DEFAULT_CONTROL_QUEUE_CAPACITY, DEFAULT_MAX_READ_AHEAD, DEFAULT_READ_BUFFER_SIZE,
+    DEFAULT_SEND_QUEUE_HIGH_WATER, Delivery,
 };
+pub use prepared::{DEFAULT_PREPARED_LEVEL, PayloadWriter, PrepareError, PreparedMessage};
+pub use types::{Error, Event, OwnedEvent, SendError, Timeout, Transmit};
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -268,6 +271,28 @@ impl Connection {
             inflated: 0,
         }));
         self.decoder.set_rsv1_allowed(true);
+    }
+
+    /// The connection for a finished opening handshake, as the IO layers open it: `role`,
+    /// its settings and, when permessage-deflate was agreed, the agreed parameters with
+    /// this end's deflate settings.
+    #[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
+    pub(crate) fn open(
+        role: Role,
+        config: &Config,
+        now: Instant,
+        #[cfg(feature = "deflate")] deflate: Option<(
+            crate::deflate::DeflateParams,
+            &crate::deflate::DeflateConfig,
+        )>,
+    ) -> Self {
+        #[allow(unused_mut)]
+        let mut conn = Connection::new(role, config.clone(), now);
+        #[cfg(feature = "deflate")]
+        if let Some((params, settings)) = deflate {
+            conn.set_deflate(PerMessageDeflate::new(role, params, settings));
+        }
+        conn
     }
 
     /// This end's role.

@@ -5,15 +5,14 @@ use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-#[cfg(any(feature = "deflate", feature = "tokio"))]
+#[cfg(feature = "deflate")]
 use crate::codec::MessageKind;
 #[cfg(feature = "deflate")]
 use crate::codec::ProtocolError;
 use crate::codec::{ControlKind, DataChunk, Item, OpCode, parse_close_payload};
+use crate::message::{CloseFrame, Message, MessageRef};
 
-use super::{
-    CloseFrame, Connection, Delivery, Error, Event, Loc, Message, OwnedEvent, RETAIN_CAPACITY, Raw,
-};
+use super::{Connection, Delivery, Error, Event, Loc, OwnedEvent, RETAIN_CAPACITY, Raw};
 
 impl Connection {
     /// Appends received bytes. `now` is the time they arrived.
@@ -37,7 +36,7 @@ impl Connection {
     /// `read_size` spare bytes when less than half of that is spare, and while a
     /// single-frame message is arriving, room for the rest of its frame (and `read_size`
     /// more), so that it is read straight into place with no reallocation on the way. That room is bounded by
-    /// [`Config::max_read_ahead`], or by what the frame has delivered so far when that is
+    /// [`Config::max_read_ahead`](super::Config::max_read_ahead), or by what the frame has delivered so far when that is
     /// more: a peer that announces a large frame and sends little gets little reserved.
     pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
         self.release();
@@ -179,13 +178,105 @@ impl Connection {
         })
     }
 
-    /// The next event as positions in the connection's buffers, for IO layers that
-    /// decide after polling whether to borrow ([`raw_event`](Self::raw_event)) or take
-    /// ([`raw_owned`](Self::raw_owned)) it. The positions are valid until the next call
-    /// that takes `&mut self`.
-    #[cfg(feature = "tokio")]
+    /// The next message as an application sees it, owned: text, binary, a ping or pong
+    /// (already answered), or the peer's close (already echoed); `None` when more bytes are
+    /// needed or nothing more will come. An error is returned once, and closes the
+    /// connection.
+    ///
+    /// A message that arrived in one frame is handed over without a copy (split off the
+    /// receive buffer). With [`Delivery::Chunks`] the chunks of a message are gathered
+    /// into one buffer first: use [`poll_event_owned`](Self::poll_event_owned) to take
+    /// them as they arrive instead.
+    pub fn poll_message(&mut self) -> Option<Result<Message, Error>> {
+        Some(match self.next_whole()? {
+            Ok(Raw::Data { kind, loc, .. }) => Ok(Message::from_data(kind, self.take(loc))),
+            Ok(raw) => Ok(self.raw_owned(raw).into_message()),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// [`poll_message`](Self::poll_message), borrowed: the message is lent from the
+    /// connection's buffers until the next call on it, with no copy and no allocation
+    /// once the buffers have grown to the message size.
+    pub fn poll_message_ref(&mut self) -> Option<Result<MessageRef<'_>, Error>> {
+        Some(match self.next_whole()? {
+            Ok(raw) => Ok(self.raw_ref(&raw)),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// For the IO layers, which decide after polling how to hand a message over:
+    /// [`next_whole`](Self::next_whole) as the positions, valid until the next call that
+    /// takes `&mut self`.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn poll_raw_message(&mut self) -> Option<Result<Raw, Error>> {
+        self.next_whole()
+    }
+
+    /// [`poll_raw_message`](Self::poll_raw_message) without gathering chunks: every event
+    /// as it comes.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn poll_raw(&mut self) -> Option<Result<Raw, Error>> {
         self.next_raw()
+    }
+
+    /// The message `raw` (from [`poll_raw_message`](Self::poll_raw_message)), taken.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn take_message(&mut self, raw: Raw) -> Message {
+        match raw {
+            Raw::Data { kind, loc, .. } => Message::from_data(kind, self.take(loc)),
+            raw => self.raw_owned(raw).into_message(),
+        }
+    }
+
+    /// The message `raw` (from [`poll_raw_message`](Self::poll_raw_message)), borrowed.
+    pub(crate) fn raw_ref(&self, raw: &Raw) -> MessageRef<'_> {
+        match raw {
+            Raw::Data { kind, loc, .. } => MessageRef::from_data(*kind, self.slice(loc)),
+            raw => self
+                .raw_event(raw)
+                .message_ref()
+                .unwrap_or(MessageRef::Binary(&[])),
+        }
+    }
+
+    /// The next event with the chunks of a message ([`Delivery::Chunks`]) gathered into
+    /// the message buffer: whole messages, pings, pongs and the close.
+    fn next_whole(&mut self) -> Option<Result<Raw, Error>> {
+        loop {
+            let raw = match self.next_raw()? {
+                Ok(raw) => raw,
+                Err(e) => return Some(Err(e)),
+            };
+            let Raw::Data { kind, loc, fin, .. } = &raw else {
+                return Some(Ok(raw));
+            };
+            if self.config.delivery == Delivery::Whole {
+                return Some(Ok(raw));
+            }
+            let (kind, fin) = (*kind, *fin);
+            // In chunk delivery the chunks are lent from the receive buffer or, inflated,
+            // from the scratch buffer; the message buffer is free to gather them.
+            match loc {
+                Loc::Rx(r) => self.msg.extend_from_slice(&self.rx[r.clone()]),
+                #[cfg(feature = "deflate")]
+                Loc::Scratch => {
+                    if let Some(d) = self.deflate.as_deref() {
+                        self.msg.extend_from_slice(&d.scratch);
+                    }
+                }
+                Loc::Msg => {}
+            }
+            if fin {
+                self.msg_delivered = true;
+                return Some(Ok(Raw::Data {
+                    kind,
+                    loc: Loc::Msg,
+                    first: true,
+                    fin: true,
+                }));
+            }
+        }
     }
 
     /// The event `raw` (from [`poll_raw`](Self::poll_raw)) borrowed.
@@ -199,7 +290,7 @@ impl Connection {
             } => {
                 let data = self.slice(loc);
                 match self.config.delivery {
-                    Delivery::Whole => Event::Message(Message { kind: *kind, data }),
+                    Delivery::Whole => Event::Message(MessageRef::from_data(*kind, data)),
                     Delivery::Chunks => Event::Chunk {
                         kind: *kind,
                         data,
@@ -210,12 +301,7 @@ impl Connection {
             }
             Raw::Ping(r) => Event::Ping(&self.rx[r.clone()]),
             Raw::Pong(r) => Event::Pong(&self.rx[r.clone()]),
-            Raw::Close(r) => Event::Close(
-                parse_close_payload(&self.rx[r.clone()])
-                    .ok()
-                    .flatten()
-                    .map(|(code, reason)| CloseFrame { code, reason }),
-            ),
+            Raw::Close(r) => Event::Close(parse_close_payload(&self.rx[r.clone()]).ok().flatten()),
         }
     }
 
@@ -245,20 +331,8 @@ impl Connection {
                 parse_close_payload(&self.rx[r])
                     .ok()
                     .flatten()
-                    .map(|(code, reason)| (code, reason.to_owned())),
+                    .map(|(code, reason)| CloseFrame::new(code, reason)),
             ),
-        }
-    }
-
-    /// A whole data message's kind and payload, taken (as [`raw_owned`](Self::raw_owned)
-    /// would); any other event is handed back.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn raw_whole(&mut self, raw: Raw) -> Result<(MessageKind, Bytes), Raw> {
-        match raw {
-            Raw::Data { kind, loc, .. } if self.config.delivery == Delivery::Whole => {
-                Ok((kind, self.take(loc)))
-            }
-            other => Err(other),
         }
     }
 

@@ -243,7 +243,7 @@ impl Connection {
 
     /// Starts (or, after the peer's close, completes) the close handshake with `code` and
     /// a reason of at most 123 bytes, at `now`: the wait for the peer's close
-    /// ([`Config::close_timeout`]) runs from `now`, however long the connection was quiet
+    /// ([`Config::close_timeout`](super::Config::close_timeout)) runs from `now`, however long the connection was quiet
     /// before. Later sends fail with [`SendError::Closed`].
     pub fn close(&mut self, now: Instant, code: CloseCode, reason: &str) -> Result<(), SendError> {
         self.check_open()?;

@@ -1,123 +1,25 @@
-//! Configuration, events, errors and output frames of a [`super::Connection`].
+//! Events, errors and output frames of a [`super::Connection`].
 
 use core::fmt;
-use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 
-use crate::codec::{
-    CloseCode, DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_MESSAGE_SIZE, MAX_HEADER_LEN, MessageKind,
-    ProtocolError, RandomError,
-};
+use crate::codec::{CloseCode, MAX_HEADER_LEN, MessageKind, ProtocolError, RandomError};
+use crate::message::{CloseFrame, Message, MessageRef};
+
+#[cfg(doc)]
+use super::{Config, Delivery};
 #[cfg(feature = "deflate")]
 use crate::deflate::DeflateError;
-
-/// How received data messages are handed over.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Delivery {
-    /// One [`Event::Message`] per message, assembled by the connection.
-    #[default]
-    Whole,
-    /// [`Event::Chunk`]s as payload arrives: nothing is assembled, so memory stays small
-    /// whatever the message size.
-    Chunks,
-}
-
-/// Default of `Config::max_read_ahead`.
-const DEFAULT_MAX_READ_AHEAD: usize = 1 << 20;
-
-/// Connection settings. Every limit has a safe default; `None` turns a timer off.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Config {
-    /// Largest frame payload accepted. Default 16 MiB.
-    pub max_frame_size: usize,
-    /// Largest message accepted (inflated size when compressed). Default 64 MiB.
-    pub max_message_size: usize,
-    /// How data messages are delivered. Default [`Delivery::Whole`].
-    pub delivery: Delivery,
-    /// Answer pings with pongs automatically. Default on.
-    pub auto_pong: bool,
-    /// Echo the peer's close automatically. Default on. When off, call
-    /// [`super::Connection::close`] after [`Event::Close`].
-    pub auto_close: bool,
-    /// Send a ping after this long without receiving anything. Default `None`.
-    pub keepalive_interval: Option<Duration>,
-    /// Fail when a keepalive ping has had no answer (no bytes at all) for this long.
-    /// Default 30 s (only used with `keepalive_interval`).
-    pub pong_timeout: Option<Duration>,
-    /// After sending a close, wait this long for the peer's. Default 5 s.
-    pub close_timeout: Option<Duration>,
-    /// Close (1001) after this long without receiving anything. Default `None`.
-    pub idle_timeout: Option<Duration>,
-    /// Decode a receive buffer holding several complete frames in batches
-    /// ([`crate::codec::DecoderConfig::batch`]): same events, less time per small frame.
-    /// Default on; off decodes one frame per call.
-    pub batch_decode: bool,
-    /// Most room reserved in the receive buffer in one step for the announced, not yet
-    /// received rest of a single-frame message ([`super::Connection::reserve_recv`]): the
-    /// rest of a frame up to this size is read straight into place, with no reallocation
-    /// while it arrives. Past it, room grows with what has arrived (by at most what the
-    /// frame has already delivered), so a peer that announces a large frame and then
-    /// stalls makes the connection reserve at most this much. Default 1 MiB.
-    pub max_read_ahead: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
-            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
-            delivery: Delivery::Whole,
-            auto_pong: true,
-            auto_close: true,
-            keepalive_interval: None,
-            pong_timeout: Some(Duration::from_secs(30)),
-            close_timeout: Some(Duration::from_secs(5)),
-            idle_timeout: None,
-            batch_decode: true,
-            max_read_ahead: DEFAULT_MAX_READ_AHEAD,
-        }
-    }
-}
-
-/// A received close frame's content.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CloseFrame<'a> {
-    /// The status code.
-    pub code: CloseCode,
-    /// The reason, possibly empty.
-    pub reason: &'a str,
-}
-
-/// A received data message (whole, in [`Delivery::Whole`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Message<'a> {
-    /// Text or binary.
-    pub kind: MessageKind,
-    /// The payload (inflated when compressed). For text, valid UTF-8.
-    pub data: &'a [u8],
-}
-
-impl<'a> Message<'a> {
-    /// The text of a text message; `None` for binary. The bytes were validated as they
-    /// arrived; this re-check is a cheap pass that keeps the crate free of `unsafe`.
-    pub fn as_text(&self) -> Option<&'a str> {
-        match self.kind {
-            MessageKind::Text => core::str::from_utf8(self.data).ok(),
-            MessageKind::Binary => None,
-        }
-    }
-}
 
 /// What happened on the connection. Payloads borrow the connection's buffers until the
 /// next call on it; use [`super::Connection::poll_event_owned`] for owned payloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event<'a> {
-    /// A whole data message ([`Delivery::Whole`]).
-    Message(Message<'a>),
+    /// A whole data message ([`Delivery::Whole`]): always [`MessageRef::Text`] or
+    /// [`MessageRef::Binary`].
+    Message(MessageRef<'a>),
     /// A part of a data message ([`Delivery::Chunks`]). For text, the concatenation of a
     /// message's chunks is UTF-8, but a chunk may end inside a code point.
     Chunk {
@@ -134,9 +36,37 @@ pub enum Event<'a> {
     Ping(&'a [u8]),
     /// A pong.
     Pong(&'a [u8]),
-    /// The peer's close; `None` when it had no status code. Echoed automatically unless
-    /// [`Config::auto_close`] is off. No events follow.
-    Close(Option<CloseFrame<'a>>),
+    /// The peer's close: status code and reason; `None` when it had no status code.
+    /// Echoed automatically unless [`Config::auto_close`] is off. No events follow.
+    Close(Option<(CloseCode, &'a str)>),
+}
+
+impl<'a> Event<'a> {
+    /// The event as an application sees it; `None` for a chunk (which the caller gathers).
+    pub(crate) fn message_ref(self) -> Option<MessageRef<'a>> {
+        Some(match self {
+            Event::Message(m) => m,
+            Event::Ping(p) => MessageRef::Ping(p),
+            Event::Pong(p) => MessageRef::Pong(p),
+            Event::Close(c) => MessageRef::Close(c),
+            Event::Chunk { .. } => return None,
+        })
+    }
+}
+
+impl OwnedEvent {
+    /// The event as an application sees it: chunks (only in [`Delivery::Chunks`]) become
+    /// binary or text messages of their own.
+    pub(crate) fn into_message(self) -> Message {
+        match self {
+            OwnedEvent::Message { kind, data } | OwnedEvent::Chunk { kind, data, .. } => {
+                Message::from_data(kind, data)
+            }
+            OwnedEvent::Ping(p) => Message::Ping(p),
+            OwnedEvent::Pong(p) => Message::Pong(p),
+            OwnedEvent::Close(c) => Message::Close(c),
+        }
+    }
 }
 
 /// An owned-payload version of [`Event`].
@@ -165,20 +95,39 @@ pub enum OwnedEvent {
     Ping(Bytes),
     /// A pong.
     Pong(Bytes),
-    /// The peer's close: code and reason.
-    Close(Option<(CloseCode, String)>),
+    /// The peer's close; `None` when it had no status code.
+    Close(Option<CloseFrame>),
 }
 
-/// Which timer ran out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which deadline passed: one of the connection's timers, or (in the IO layers) the
+/// connect or the opening handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Timeout {
+    /// DNS resolution plus TCP connect, and opening the proxy tunnel when there is one
+    /// (`ClientConfig::connect_timeout`).
+    Connect,
+    /// The opening handshake (`ServerConfig::handshake_timeout`,
+    /// `ClientConfig::handshake_timeout`).
+    Handshake,
     /// A keepalive ping got no answer within [`Config::pong_timeout`].
     Pong,
     /// The peer did not answer our close within [`Config::close_timeout`].
     Close,
     /// Nothing was received for [`Config::idle_timeout`].
     Idle,
+}
+
+impl fmt::Display for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Timeout::Connect => "connect timed out",
+            Timeout::Handshake => "opening handshake timed out",
+            Timeout::Pong => "no pong received for the keepalive ping",
+            Timeout::Idle => "connection idle for too long",
+            Timeout::Close => "peer did not answer the close frame in time",
+        })
+    }
 }
 
 /// Why the connection failed. After one is reported, the connection is closed: flush the
@@ -214,9 +163,7 @@ impl fmt::Display for Error {
             Error::Protocol(e) => write!(f, "protocol error: {e}"),
             #[cfg(feature = "deflate")]
             Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
-            Error::Timeout(Timeout::Pong) => f.write_str("no pong before the deadline"),
-            Error::Timeout(Timeout::Close) => f.write_str("no close reply before the deadline"),
-            Error::Timeout(Timeout::Idle) => f.write_str("idle timeout"),
+            Error::Timeout(t) => t.fmt(f),
         }
     }
 }

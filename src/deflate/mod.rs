@@ -403,7 +403,7 @@ impl PerMessageDeflate {
 
     /// For a prepared message of `len` bytes: the window bits its compressed form must be
     /// made with for this connection, or `None` when this connection sends it uncompressed
-    /// (shorter than [`DeflateConfig::min_size`](super::DeflateConfig::min_size), or an
+    /// (shorter than [`DeflateConfig::min_size`](DeflateConfig::min_size), or an
     /// agreed 8-bit window).
     pub fn prepared_window_bits(&self, len: usize) -> Option<u8> {
         if self.sender.should_compress(len) {

@@ -6,14 +6,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::codec::Role;
-use crate::handshake::{ClientHandshake, ClientRequest};
-use crate::layer::{open_connection, with_client_options};
-
-use super::config::ClientConfig;
-use super::error::{Error, Timeout};
-use super::net::open_stream;
-use super::ws::WebSocket;
+use crate::config::ClientConfig;
+use crate::connection::Connection;
+use crate::error::{Error, Timeout};
+use crate::handshake::ClientHandshake;
 use crate::url::{UrlError, WsUrl};
+
+use super::net::connect_tcp;
+use super::ws::WebSocket;
 
 /// Connects to a `ws://host[:port]/path` URL: resolves the host, connects over TCP (within
 /// [`ClientConfig::connect_timeout`], trying each address), sets `TCP_NODELAY`, and runs
@@ -33,6 +33,39 @@ pub async fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpSt
     client_handshake(stream, &url.host_header(), &url.resource, config).await
 }
 
+/// Opens the byte stream to `host:port` for a client: directly, or through the proxy the
+/// configuration names for it (feature `proxy`; `secure` tells which environment
+/// variable applies). Everything up to a usable stream happens within the connect
+/// timeout.
+pub(crate) async fn open_stream(
+    host: &str,
+    port: u16,
+    secure: bool,
+    config: &ClientConfig,
+) -> Result<TcpStream, Error> {
+    #[cfg(not(feature = "proxy"))]
+    let _ = secure;
+    #[cfg(feature = "proxy")]
+    if let Some(server) = config.proxy.for_target(host, secure)? {
+        let max_head = config.proxy.max_response_head();
+        let attempt = async {
+            let mut stream = connect_tcp(
+                server.host(),
+                server.port(),
+                config.connect_timeout,
+                config.nodelay,
+            )
+            .await?;
+            super::proxy::open_tunnel(&mut stream, &server, host, port, max_head).await?;
+            Ok::<_, Error>(stream)
+        };
+        return tokio::time::timeout(config.connect_timeout, attempt)
+            .await
+            .map_err(|_| Error::Timeout(Timeout::Connect))?;
+    }
+    connect_tcp(host, port, config.connect_timeout, config.nodelay).await
+}
+
 /// Runs the client side of the opening handshake on an already connected `stream`, for
 /// `host` (the `Host` header) and `path` (with query), within the handshake timeout.
 pub async fn client_handshake<S>(
@@ -45,7 +78,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let handshake = handshake(stream, host, path, config);
-    match config.connection.handshake_timeout {
+    match config.handshake_timeout {
         Some(t) => tokio::time::timeout(t, handshake)
             .await
             .map_err(|_| Error::Timeout(Timeout::Handshake))?,
@@ -62,12 +95,7 @@ async fn handshake<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let request = with_client_options(
-        ClientRequest::new(host, path),
-        &config.subprotocols,
-        &config.headers,
-        config.origin.as_deref(),
-    );
+    let request = config.request(host, path);
     let (mut hs, bytes) =
         ClientHandshake::new(&request, config.handshake.clone()).map_err(Error::ClientHandshake)?;
     stream.write_all(&bytes).await?;
@@ -85,9 +113,9 @@ where
         }
     };
     drop(buf);
-    let conn = open_connection(
+    let conn = Connection::open(
         Role::Client,
-        &config.connection.protocol,
+        &config.connection,
         super::engine::now(),
         #[cfg(feature = "deflate")]
         upgraded.deflate.zip(config.handshake.deflate.as_ref()),
@@ -102,7 +130,6 @@ where
     Ok(WebSocket::from_connection(
         stream,
         conn,
-        &config.connection,
         &upgraded.leftover,
         upgraded.subprotocol,
     ))

@@ -20,10 +20,9 @@ use tokio::time::Sleep;
 
 use crate::codec::CloseCode;
 use crate::connection::{self, Connection, Event, OwnedEvent, Raw, Transmit};
+use crate::error::{Error, Timeout};
+use crate::message::CloseFrame;
 
-use super::config::Config;
-use super::error::Error;
-use super::message::CloseFrame;
 use super::pool;
 use super::queue::SendQueue;
 
@@ -119,15 +118,21 @@ pub(crate) fn now() -> std::time::Instant {
 }
 
 impl Engine {
-    pub(crate) fn new(conn: Connection, config: &Config, leftover: &[u8]) -> Self {
+    pub(crate) fn new(conn: Connection, leftover: &[u8]) -> Self {
+        let config = conn.config();
+        let (control_capacity, high_water) = (
+            config.control_queue_capacity.max(1),
+            config.send_queue_high_water,
+        );
+        let read_buffer_size = config.read_buffer_size.max(256);
         let mut engine = Engine {
             conn,
             queue: SendQueue::default(),
             control_pending: 0,
-            control_capacity: config.control_queue_capacity.max(1),
-            high_water: config.send_queue_high_water,
-            read_buffer_size: config.read_buffer_size.max(256),
-            read_size: config.read_buffer_size.max(256),
+            control_capacity,
+            high_water,
+            read_buffer_size,
+            read_size: read_buffer_size,
             sleep: None,
             armed: None,
             timer_waker: None,
@@ -357,19 +362,20 @@ impl Engine {
         ww: Option<&Waker>,
         io: &mut dyn Io,
     ) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        let raw = ready!(self.poll_recv_raw(cx, ww, io))?;
+        let raw = ready!(self.poll_recv_raw(cx, ww, io, false))?;
         Poll::Ready(Ok(raw.map(|raw| self.conn.raw_owned(raw))))
     }
 
     /// The next event from the peer as positions in the connection's buffers, to borrow
-    /// ([`Connection::raw_event`]) or take ([`Connection::raw_owned`]) before the next
-    /// call. `Ok(None)` once the connection has closed cleanly (and after an error has
-    /// been returned).
+    /// or take before the next call: whole messages (`whole`: chunks gathered, see
+    /// [`Connection::poll_message`]) or every event as it comes. `Ok(None)` once the
+    /// connection has closed cleanly (and after an error has been returned).
     pub(crate) fn poll_recv_raw(
         &mut self,
         cx: &mut Context<'_>,
         ww: Option<&Waker>,
         io: &mut dyn Io,
+        whole: bool,
     ) -> Poll<Result<Option<Raw>, Error>> {
         loop {
             match self.state {
@@ -377,14 +383,19 @@ impl Engine {
                 State::Finishing { .. } => return self.poll_finish(cx, ww, io),
                 State::Open => {}
             }
-            match self.conn.poll_raw() {
+            let next = if whole {
+                self.conn.poll_raw_message()
+            } else {
+                self.conn.poll_raw()
+            };
+            match next {
                 Some(Ok(ev)) => {
                     if let Raw::Close(_) = &ev
                         && let Event::Close(c) = self.conn.raw_event(&ev)
                     {
                         self.peer_close = Some(Box::new(match c {
-                            Some(c) => CloseFrame::new(c.code.0, c.reason),
-                            None => CloseFrame::new(CloseCode(1005).0, ""),
+                            Some((code, reason)) => CloseFrame::new(code, reason),
+                            None => CloseFrame::new(CloseCode(1005), ""),
                         }));
                     }
                     // Pongs and the close echo leave now if the socket takes them. Queued
@@ -412,7 +423,7 @@ impl Engine {
                         close_code = e.close_code().map(|c| c.0),
                         "websocket failed"
                     );
-                    self.pending_error = Some(Error::from_connection(e));
+                    self.pending_error = Some(Error::from(e));
                     self.start_finishing();
                     continue;
                 }
@@ -563,15 +574,13 @@ impl Engine {
         tracing::debug!(
             target: "rapidws::tokio",
             role = ?self.conn.role(),
-            peer_code = self.peer_close.as_ref().map(|c| c.code),
+            peer_code = self.peer_close.as_ref().map(|c| c.code.0),
             failed = self.pending_error.is_some(),
             "websocket closed"
         );
         match self.pending_error.take() {
             Some(e) => Poll::Ready(Err(e)),
-            None if expired && !self.write_shut => {
-                Poll::Ready(Err(Error::Timeout(super::Timeout::Close)))
-            }
+            None if expired && !self.write_shut => Poll::Ready(Err(Error::Timeout(Timeout::Close))),
             None => Poll::Ready(Ok(None)),
         }
     }

@@ -44,33 +44,33 @@
 //! see `benches/RESULTS.md`).
 
 mod client;
-mod config;
 mod engine;
-mod error;
-use crate::message;
 mod net;
 mod pool;
 #[cfg(feature = "proxy")]
-pub(crate) mod proxy;
+mod proxy;
 mod queue;
 mod server;
+#[cfg(feature = "tokio-rustls")]
+mod tls;
 mod ws;
 
+pub use crate::config::{ClientConfig, ServerConfig};
+pub use crate::connection::Config;
+pub use crate::error::{Error, Timeout, TrySendError};
+pub use crate::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 #[cfg(feature = "proxy")]
 pub use crate::proxy::{
     DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy,
 };
 pub use crate::url::{UrlError, WsUrl};
 pub use client::{client_handshake, connect};
-pub use config::{ClientConfig, Config, ServerConfig};
-pub use error::{Error, Timeout, TrySendError};
-pub use message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 pub(crate) use net::Acceptor;
-#[cfg(feature = "rustls")]
-pub(crate) use net::open_stream;
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
 pub use server::{Reject, accept, accept_with, serve};
+#[cfg(feature = "tokio-rustls")]
+pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream, accept_tls, connect_tls};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
 
 pub use crate::codec::MessageKind;

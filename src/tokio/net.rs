@@ -8,41 +8,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream, lookup_host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::config::ClientConfig;
-use super::error::{Error, Timeout};
-
-/// Opens the byte stream to `host:port` for a client: directly, or through the proxy the
-/// configuration names for it (feature `proxy`; `secure` tells which environment
-/// variable applies). Everything up to a usable stream happens within the connect
-/// timeout.
-pub(crate) async fn open_stream(
-    host: &str,
-    port: u16,
-    secure: bool,
-    config: &ClientConfig,
-) -> Result<TcpStream, Error> {
-    #[cfg(not(feature = "proxy"))]
-    let _ = secure;
-    #[cfg(feature = "proxy")]
-    if let Some(server) = config.proxy.for_target(host, secure)? {
-        let max_head = config.proxy.max_response_head();
-        let attempt = async {
-            let mut stream = connect_tcp(
-                server.host(),
-                server.port(),
-                config.connect_timeout,
-                config.nodelay,
-            )
-            .await?;
-            super::proxy::open_tunnel(&mut stream, &server, host, port, max_head).await?;
-            Ok::<_, Error>(stream)
-        };
-        return tokio::time::timeout(config.connect_timeout, attempt)
-            .await
-            .map_err(|_| Error::Timeout(Timeout::Connect))?;
-    }
-    connect_tcp(host, port, config.connect_timeout, config.nodelay).await
-}
+use crate::error::{Error, Timeout};
 
 /// Resolves `host` and connects to the first address that answers, all within
 /// `timeout` (else [`Timeout::Connect`]); sets `TCP_NODELAY` when asked.

@@ -3,15 +3,8 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::error::Error;
 use crate::proxy::{MAX_READ, Negotiation, ProxyServer, Step};
-
-use super::error::Error;
-
-impl From<crate::proxy::ProxyError> for Error {
-    fn from(e: crate::proxy::ProxyError) -> Self {
-        Error::Proxy(e)
-    }
-}
 
 /// Opens a tunnel to `host:port` through `server` on `stream`, a connection to the proxy.
 /// On success the stream carries the target's bytes, and nothing of them has been read.

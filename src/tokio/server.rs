@@ -8,13 +8,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::codec::Role;
+use crate::config::ServerConfig;
+use crate::connection::{Config, Connection};
 #[cfg(feature = "deflate")]
 use crate::deflate::{DeflateConfig, DeflateParams};
+use crate::error::{Error, Timeout};
 use crate::handshake::{Request, ServerHandshake};
-use crate::layer::open_connection;
 
-use super::config::{Config, ServerConfig};
-use super::error::{Error, Timeout};
 use super::net::Acceptor;
 use super::ws::WebSocket;
 
@@ -61,7 +61,7 @@ where
     F: FnOnce(&Request) -> Result<(), Reject>,
 {
     let handshake = handshake(stream, config, check);
-    match config.connection.handshake_timeout {
+    match config.handshake_timeout {
         Some(t) => tokio::time::timeout(t, handshake)
             .await
             .map_err(|_| Error::Timeout(Timeout::Handshake))?,
@@ -135,9 +135,9 @@ pub(crate) fn open_server<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let conn = open_connection(
+    let conn = Connection::open(
         Role::Server,
-        &connection.protocol,
+        connection,
         super::engine::now(),
         #[cfg(feature = "deflate")]
         deflate,
@@ -149,7 +149,7 @@ where
         subprotocol = subprotocol.as_deref(),
         "websocket open"
     );
-    WebSocket::from_connection(stream, conn, connection, leftover, subprotocol)
+    WebSocket::from_connection(stream, conn, leftover, subprotocol)
 }
 
 /// Sends a refusal and closes; the peer may be gone already, which changes nothing.

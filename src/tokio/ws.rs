@@ -6,19 +6,17 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker, ready};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_core::Stream;
 use futures_sink::Sink;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
-use crate::codec::Role;
-use crate::codec::{CloseCode, MessageKind};
-use crate::connection::{Connection, Event, OwnedEvent, Raw};
+use crate::codec::{CloseCode, MessageKind, Role};
+use crate::connection::{Config, Connection, OwnedEvent, PreparedMessage};
+use crate::error::{Error, TrySendError};
+use crate::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 
-use super::config::Config;
 use super::engine::{Engine, Io, PairIo};
-use super::error::{Error, TrySendError};
-use super::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 
 /// A WebSocket connection over `S`, after the opening handshake, in either role.
 ///
@@ -65,11 +63,6 @@ use super::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 pub struct WebSocket<S> {
     io: S,
     engine: Engine,
-    /// Chunks of a message being gathered by `recv` in chunk delivery mode (boxed: rare,
-    /// and an idle connection should not carry its room).
-    gather: Option<Box<(MessageKind, BytesMut)>>,
-    /// `gather` holds a whole message lent by `recv_ref`; dropped at the next call.
-    gathered: bool,
     subprotocol: Option<String>,
 }
 
@@ -82,153 +75,16 @@ impl<S> std::fmt::Debug for WebSocket<S> {
     }
 }
 
-/// Converts a core event into a [`Message`]; `None` for chunks (handled by the caller).
-fn to_message(ev: OwnedEvent) -> Option<Message> {
-    Some(match ev {
-        OwnedEvent::Message {
-            kind: MessageKind::Text,
-            data,
-        } => Message::Text(Utf8Bytes::from_validated(data)),
-        OwnedEvent::Message {
-            kind: MessageKind::Binary,
-            data,
-        } => Message::Binary(data),
-        OwnedEvent::Ping(p) => Message::Ping(p),
-        OwnedEvent::Pong(p) => Message::Pong(p),
-        OwnedEvent::Close(c) => Message::Close(c.map(|(code, reason)| CloseFrame {
-            code: code.0,
-            reason: Utf8Bytes::from(reason),
-        })),
-        _ => return None,
-    })
-}
-
-/// What a borrowing receive found: an event to lend from the connection, or a message
-/// gathered from chunks into the caller's gather buffer.
-enum Got {
-    Event(Raw),
-    Gathered,
-}
-
-/// Drops the message a previous `recv_ref` lent from the gather buffer.
-fn drop_gathered(slot: &mut Option<Box<(MessageKind, BytesMut)>>, gathered: &mut bool) {
-    if *gathered {
-        *gathered = false;
-        *slot = None;
-    }
-}
-
-/// The borrowing receive loop, shared by [`WebSocket`] and [`ReadHalf`]: polls raw events
-/// with `poll`, gathers chunks (chunk delivery mode) into `slot`, and says what to lend.
-fn poll_got(
-    engine: &mut Engine,
-    slot: &mut Option<Box<(MessageKind, BytesMut)>>,
-    gathered: &mut bool,
-    mut poll: impl FnMut(&mut Engine, &mut Context<'_>) -> Poll<Result<Option<Raw>, Error>>,
-    cx: &mut Context<'_>,
-) -> Poll<Result<Option<Got>, Error>> {
-    drop_gathered(slot, gathered);
-    loop {
-        let Some(raw) = ready!(poll(engine, cx))? else {
-            return Poll::Ready(Ok(None));
-        };
-        let Event::Chunk {
-            kind,
-            data,
-            first,
-            fin,
-        } = engine.conn.raw_event(&raw)
-        else {
-            return Poll::Ready(Ok(Some(Got::Event(raw))));
-        };
-        if first || slot.is_none() {
-            *slot = Some(Box::new((kind, BytesMut::new())));
-        }
-        if let Some(g) = slot.as_mut() {
-            g.1.extend_from_slice(data);
-        }
-        if fin {
-            *gathered = true;
-            return Poll::Ready(Ok(Some(Got::Gathered)));
-        }
-    }
-}
-
-/// The message `got` borrowed from the connection or the gather buffer.
-fn lend<'a>(
-    engine: &'a Engine,
-    slot: &'a Option<Box<(MessageKind, BytesMut)>>,
-    got: Got,
-) -> MessageRef<'a> {
-    match got {
-        Got::Event(raw) => MessageRef::from_event(engine.conn.raw_event(&raw))
-            // Only chunks have no `MessageRef`, and `poll_got` gathers those.
-            .unwrap_or(MessageRef::Binary(&[])),
-        Got::Gathered => match slot.as_deref() {
-            Some((MessageKind::Text, buf)) => {
-                // The chunks were validated as they arrived; checked again without
-                // `unsafe`.
-                MessageRef::Text(std::str::from_utf8(buf).unwrap_or_default())
-            }
-            Some((MessageKind::Binary, buf)) => MessageRef::Binary(buf),
-            None => MessageRef::Binary(&[]),
-        },
-    }
-}
-
-/// The owning receive loop, shared by [`WebSocket`] and [`ReadHalf`]: the next message,
-/// with chunks (chunk delivery mode) gathered into `slot`. A whole data message goes from
-/// the connection's buffer to a [`Message`] directly, without the core's event in between.
+/// The owning receive, shared by [`WebSocket`] and [`ReadHalf`]: the next message, taken
+/// from the connection's buffers (a whole single-frame message without a copy).
 fn poll_message(
     engine: &mut Engine,
-    slot: &mut Option<Box<(MessageKind, BytesMut)>>,
     cx: &mut Context<'_>,
     ww: Option<&Waker>,
     io: &mut dyn Io,
 ) -> Poll<Result<Option<Message>, Error>> {
-    loop {
-        let Some(raw) = ready!(engine.poll_recv_raw(cx, ww, io))? else {
-            return Poll::Ready(Ok(None));
-        };
-        let ev = match engine.conn.raw_whole(raw) {
-            Ok((MessageKind::Text, data)) => {
-                return Poll::Ready(Ok(Some(Message::Text(Utf8Bytes::from_validated(data)))));
-            }
-            Ok((MessageKind::Binary, data)) => {
-                return Poll::Ready(Ok(Some(Message::Binary(data))));
-            }
-            Err(raw) => engine.conn.raw_owned(raw),
-        };
-        if let Some(m) = gather(slot, ev) {
-            return Poll::Ready(Ok(Some(m)));
-        }
-    }
-}
-
-/// Gathers chunk events into whole messages (for `recv` in chunk delivery mode).
-fn gather(slot: &mut Option<Box<(MessageKind, BytesMut)>>, ev: OwnedEvent) -> Option<Message> {
-    match ev {
-        OwnedEvent::Chunk {
-            kind,
-            data,
-            first,
-            fin,
-        } => {
-            if first || slot.is_none() {
-                *slot = Some(Box::new((kind, BytesMut::new())));
-            }
-            let (k, buf) = &mut **slot.as_mut()?;
-            let k = *k;
-            buf.extend_from_slice(&data);
-            if !fin {
-                return None;
-            }
-            let data = buf.split().freeze();
-            *slot = None;
-            to_message(OwnedEvent::Message { kind: k, data })
-        }
-        other => to_message(other),
-    }
+    let raw = ready!(engine.poll_recv_raw(cx, ww, io, true))?;
+    Poll::Ready(Ok(raw.map(|raw| engine.conn.take_message(raw))))
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
@@ -238,22 +94,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// Use this with your own handshake or transport (TLS, a Unix socket); the
     /// [`accept`](super::accept) and [`connect`](super::connect) functions call it.
     pub fn from_raw(io: S, role: Role, config: &Config, leftover: &[u8]) -> Self {
-        let conn = Connection::new(role, config.protocol.clone(), super::engine::now());
-        Self::from_connection(io, conn, config, leftover, None)
+        let conn = Connection::new(role, config.clone(), super::engine::now());
+        Self::from_connection(io, conn, leftover, None)
     }
 
     pub(crate) fn from_connection(
         io: S,
         conn: Connection,
-        config: &Config,
         leftover: &[u8],
         subprotocol: Option<String>,
     ) -> Self {
         WebSocket {
             io,
-            engine: Engine::new(conn, config, leftover),
-            gather: None,
-            gathered: false,
+            engine: Engine::new(conn, leftover),
             subprotocol,
         }
     }
@@ -294,8 +147,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        drop_gathered(&mut self.gather, &mut self.gathered);
-        poll_message(&mut self.engine, &mut self.gather, cx, None, &mut self.io)
+        poll_message(&mut self.engine, cx, None, &mut self.io)
     }
 
     /// Receives the next message: text, binary, a ping or pong (already answered), or the
@@ -323,14 +175,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
-        let got = ready!(poll_got(
-            &mut self.engine,
-            &mut self.gather,
-            &mut self.gathered,
-            |engine, cx| engine.poll_recv_raw(cx, None, &mut self.io),
-            cx,
-        ))?;
-        Poll::Ready(Ok(got.map(|got| lend(&self.engine, &self.gather, got))))
+        let raw = ready!(self.engine.poll_recv_raw(cx, None, &mut self.io, true))?;
+        Poll::Ready(Ok(raw.map(|raw| self.engine.conn.raw_ref(&raw))))
     }
 
     /// Receives the next message borrowed from the connection's receive buffer, valid
@@ -357,17 +203,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// # }
     /// ```
     pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
-        let got = poll_fn(|cx| {
-            poll_got(
-                &mut self.engine,
-                &mut self.gather,
-                &mut self.gathered,
-                |engine, cx| engine.poll_recv_raw(cx, None, &mut self.io),
-                cx,
-            )
-        })
-        .await?;
-        Ok(got.map(|got| lend(&self.engine, &self.gather, got)))
+        let raw = poll_fn(|cx| self.engine.poll_recv_raw(cx, None, &mut self.io, true)).await?;
+        Ok(raw.map(|raw| self.engine.conn.raw_ref(&raw)))
     }
 
     /// Receives the next data message as an [`AsyncRead`] that yields its payload as the
@@ -516,10 +353,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// bytes), then receives (discarding data messages) until the peer's close arrives and
     /// the TCP connection is shut down, within the close timeout. Returns
     /// `Err(Error::Timeout(Timeout::Close))` when the peer did not answer in time.
-    pub async fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
+    pub async fn close(&mut self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
+        let code = code.into();
         match self
             .engine
-            .send_with(|c| c.close(super::engine::now(), CloseCode(code), reason))
+            .send_with(|c| c.close(super::engine::now(), code, reason))
         {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Err(e),
@@ -558,8 +396,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             ReadHalf {
                 rd,
                 shared: shared.clone(),
-                gather: if self.gathered { None } else { self.gather },
-                gathered: false,
                 lent: Lent::default(),
             },
             WriteHalf { shared },
@@ -574,9 +410,7 @@ fn queue_message(engine: &mut Engine, msg: Message) -> Result<(), Error> {
         Message::Binary(b) => c.send_bytes(MessageKind::Binary, b),
         Message::Ping(p) => c.ping(&p),
         Message::Pong(p) => c.pong(&p),
-        Message::Close(Some(f)) => {
-            c.close(super::engine::now(), CloseCode(f.code), f.reason.as_str())
-        }
+        Message::Close(Some(f)) => c.close(super::engine::now(), f.code, f.reason.as_str()),
         Message::Close(None) => c.close(super::engine::now(), CloseCode::NORMAL, ""),
     })
 }
@@ -797,9 +631,6 @@ impl<S> Shared<S> {
 pub struct ReadHalf<S> {
     rd: tokio::io::ReadHalf<S>,
     shared: Arc<Shared<S>>,
-    gather: Option<Box<(MessageKind, BytesMut)>>,
-    /// `gather` holds a whole message already copied out by `recv_ref`.
-    gathered: bool,
     /// The message `recv_ref` lends (copied out of the shared connection).
     lent: Lent,
 }
@@ -819,7 +650,7 @@ enum LentKind {
     Binary,
     Ping,
     Pong,
-    Close(Option<u16>),
+    Close(Option<CloseCode>),
 }
 
 /// `recv_ref`'s copy buffer is kept for the next message up to this size.
@@ -875,7 +706,6 @@ impl<S> std::fmt::Debug for WriteHalf<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// Polls for the next message.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        drop_gathered(&mut self.gather, &mut self.gathered);
         WakerPair::set(&self.shared.wakers.reader, cx.waker());
         let shared = self.shared.clone();
         let mut inner = shared.lock();
@@ -884,13 +714,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
             rd: &mut self.rd,
             wr: &mut inner.wr,
         };
-        poll_message(
-            &mut inner.engine,
-            &mut self.gather,
-            cx,
-            Some(&shared.combined),
-            &mut io,
-        )
+        poll_message(&mut inner.engine, cx, Some(&shared.combined), &mut io)
     }
 
     /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
@@ -907,25 +731,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         let shared = self.shared.clone();
         let mut inner = shared.lock();
         let inner = &mut *inner;
-        let rd = &mut self.rd;
-        let wr = &mut inner.wr;
-        let got = ready!(poll_got(
-            &mut inner.engine,
-            &mut self.gather,
-            &mut self.gathered,
-            |engine, cx| {
-                let mut io = PairIo {
-                    rd: &mut *rd,
-                    wr: &mut *wr,
-                };
-                engine.poll_recv_raw(cx, Some(&shared.combined), &mut io as &mut dyn Io)
-            },
-            cx,
-        ))?;
-        let Some(got) = got else {
+        let mut io = PairIo {
+            rd: &mut self.rd,
+            wr: &mut inner.wr,
+        };
+        let raw = ready!(
+            inner
+                .engine
+                .poll_recv_raw(cx, Some(&shared.combined), &mut io, true)
+        )?;
+        let Some(raw) = raw else {
             return Poll::Ready(Ok(None));
         };
-        self.lent.store(lend(&inner.engine, &self.gather, got));
+        self.lent.store(inner.engine.conn.raw_ref(&raw));
         Poll::Ready(Ok(Some(self.lent.get())))
     }
 
@@ -1010,23 +828,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// Sends a close frame and flushes (within the close timeout, else
     /// `Err(Error::Timeout(Timeout::Close))`). The reading half then receives until the peer's
     /// close (within the close timeout) and returns `None`.
-    pub async fn close(&mut self, code: u16, reason: &str) -> Result<(), Error> {
+    pub async fn close(&mut self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
         match self.queue(Message::Close(Some(CloseFrame::new(code, reason)))) {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Err(e),
         }
         // A peer that never reads must not hold the flush forever.
-        let limit = self
-            .shared
-            .lock()
-            .engine
-            .conn
-            .config()
-            .close_timeout
-            .unwrap_or(std::time::Duration::from_secs(5));
+        let limit = self.shared.lock().engine.close_timeout();
         tokio::time::timeout(limit, self.flush())
             .await
-            .map_err(|_| Error::Timeout(super::error::Timeout::Close))?
+            .map_err(|_| Error::Timeout(crate::error::Timeout::Close))?
     }
 
     /// Bytes queued and not yet written.
@@ -1109,7 +920,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WriteHalf<S> {
 // ----- prepared messages (broadcast; see `crate::connection::PreparedMessage`) -----
 
 /// The message a prepared one carries, for [`TrySendError::QueueFull`] (no copy).
-fn prepared_as_message(msg: &crate::connection::PreparedMessage) -> Message {
+fn prepared_as_message(msg: &PreparedMessage) -> Message {
     match msg.kind() {
         MessageKind::Text => Message::Text(Utf8Bytes::from_validated(msg.payload())),
         MessageKind::Binary => Message::Binary(msg.payload()),
@@ -1122,10 +933,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// [`Connection::send_prepared`]). [`TrySendError::QueueFull`] (carrying the
     /// message's payload) past the high-water mark: the way a broadcaster drops a slow
     /// consumer rather than waiting for it.
-    pub fn try_send_prepared(
-        &mut self,
-        msg: &crate::connection::PreparedMessage,
-    ) -> Result<(), TrySendError> {
+    pub fn try_send_prepared(&mut self, msg: &PreparedMessage) -> Result<(), TrySendError> {
         if !self.engine.has_room(msg.len()) {
             return Err(TrySendError::QueueFull(prepared_as_message(msg)));
         }
@@ -1135,20 +943,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     /// Waits for room in the send queue, then queues a prepared message (no flush).
-    pub async fn feed_prepared(
-        &mut self,
-        msg: &crate::connection::PreparedMessage,
-    ) -> Result<(), Error> {
+    pub async fn feed_prepared(&mut self, msg: &PreparedMessage) -> Result<(), Error> {
         let len = msg.len();
         poll_fn(|cx| self.with_room(cx, len)).await?;
         self.engine.send_with(|c| c.send_prepared(msg))
     }
 
     /// Sends a prepared message: waits for room, queues it and writes the queue out.
-    pub async fn send_prepared(
-        &mut self,
-        msg: &crate::connection::PreparedMessage,
-    ) -> Result<(), Error> {
+    pub async fn send_prepared(&mut self, msg: &PreparedMessage) -> Result<(), Error> {
         self.feed_prepared(msg).await?;
         self.flush().await
     }
@@ -1156,10 +958,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
 impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// [`WebSocket::try_send_prepared`] for the sending half.
-    pub fn try_send_prepared(
-        &self,
-        msg: &crate::connection::PreparedMessage,
-    ) -> Result<(), TrySendError> {
+    pub fn try_send_prepared(&self, msg: &PreparedMessage) -> Result<(), TrySendError> {
         let mut inner = self.shared.lock();
         if !inner.engine.has_room(msg.len()) {
             return Err(TrySendError::QueueFull(prepared_as_message(msg)));
@@ -1171,10 +970,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     }
 
     /// [`WebSocket::feed_prepared`] for the sending half.
-    pub async fn feed_prepared(
-        &mut self,
-        msg: &crate::connection::PreparedMessage,
-    ) -> Result<(), Error> {
+    pub async fn feed_prepared(&mut self, msg: &PreparedMessage) -> Result<(), Error> {
         let len = msg.len();
         poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
         self.shared
@@ -1184,10 +980,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     }
 
     /// [`WebSocket::send_prepared`] for the sending half.
-    pub async fn send_prepared(
-        &mut self,
-        msg: &crate::connection::PreparedMessage,
-    ) -> Result<(), Error> {
+    pub async fn send_prepared(&mut self, msg: &PreparedMessage) -> Result<(), Error> {
         self.feed_prepared(msg).await?;
         self.flush().await
     }

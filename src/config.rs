@@ -1,0 +1,204 @@
+//! The settings of a server and of a client, one set for every IO layer (tokio, blocking,
+//! TLS, hyper/axum): the connection's [`Config`], the handshake's settings, and what the
+//! accept and connect sides add. Every limit has a safe default.
+
+use std::time::Duration;
+
+use crate::connection::Config;
+#[cfg(feature = "deflate")]
+use crate::deflate::DeflateConfig;
+use crate::handshake::{self, ClientRequest};
+#[cfg(feature = "proxy")]
+use crate::proxy::Proxy;
+
+/// Default of [`ServerConfig::handshake_timeout`] and [`ClientConfig::handshake_timeout`]:
+/// 10 s.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings of a server: each connection's settings, the handshake's, and accept-side
+/// limits.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Settings of each accepted connection.
+    pub connection: Config,
+    /// Handshake settings: request size limits, subprotocols, origin check and
+    /// permessage-deflate acceptance.
+    pub handshake: handshake::ServerConfig,
+    /// Time allowed for the opening handshake (TLS included where the layer runs it).
+    /// Default 10 s. The blocking layer bounds it with the socket's read timeout instead.
+    pub handshake_timeout: Option<Duration>,
+    /// Connections handled at once by an accept loop (`tokio::serve`,
+    /// `handler::serve_handler`); further TCP connections wait in the listen backlog until
+    /// one ends. Default 10 000.
+    pub max_connections: usize,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("connection", &self.connection)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_connections", &self.max_connections)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            connection: Config::default(),
+            handshake: handshake::ServerConfig::default(),
+            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
+            max_connections: 10_000,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Sets the per-connection settings.
+    pub fn with_connection(mut self, connection: Config) -> Self {
+        self.connection = connection;
+        self
+    }
+    /// Sets [`ServerConfig::max_connections`] (at least 1).
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+    /// Sets [`ServerConfig::handshake_timeout`].
+    pub fn with_handshake_timeout(mut self, t: Option<Duration>) -> Self {
+        self.handshake_timeout = t;
+        self
+    }
+    /// Sets the subprotocols the server speaks, most preferred first.
+    pub fn with_subprotocols<I: IntoIterator<Item = S>, S: Into<String>>(mut self, p: I) -> Self {
+        self.handshake.subprotocols = p.into_iter().map(Into::into).collect();
+        self
+    }
+    /// Accepts permessage-deflate offers with these settings (`None`: ignore offers).
+    #[cfg(feature = "deflate")]
+    pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
+        self.handshake.deflate = deflate;
+        self
+    }
+}
+
+/// Settings of a client: the connection's settings, the handshake's, and connect-side
+/// options.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// Settings of the connection once open.
+    pub connection: Config,
+    /// Handshake settings: response size limits and the permessage-deflate offer.
+    pub handshake: handshake::ClientConfig,
+    /// Time allowed for DNS resolution plus the TCP connect (every resolved address is
+    /// tried in turn within it), and for a proxy to open its tunnel. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Time allowed for the opening handshake (TLS included). Default 10 s.
+    pub handshake_timeout: Option<Duration>,
+    /// The socket's read timeout, set by the blocking client: a blocking call that waits
+    /// this long for the peer returns a timeout error that may be retried. Default 30 s.
+    pub read_timeout: Option<Duration>,
+    /// The socket's write timeout, set by the blocking client. Default 30 s.
+    pub write_timeout: Option<Duration>,
+    /// Set `TCP_NODELAY` on the socket. Default true: the library batches writes itself.
+    pub nodelay: bool,
+    /// Subprotocols to offer (`Sec-WebSocket-Protocol`), most preferred first.
+    pub subprotocols: Vec<String>,
+    /// Extra request headers, for example `Authorization`.
+    pub headers: Vec<(String, String)>,
+    /// An `Origin` header to send.
+    pub origin: Option<String>,
+    /// The proxy to connect through (feature `proxy`). Default [`Proxy::none`]: direct,
+    /// whatever the environment says; [`Proxy::from_env`] follows `https_proxy` & co.
+    #[cfg(feature = "proxy")]
+    pub proxy: Proxy,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connection: Config::default(),
+            handshake: handshake::ClientConfig::default(),
+            connect_timeout: Duration::from_secs(10),
+            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
+            read_timeout: Some(Duration::from_secs(30)),
+            write_timeout: Some(Duration::from_secs(30)),
+            nodelay: true,
+            subprotocols: Vec::new(),
+            headers: Vec::new(),
+            origin: None,
+            #[cfg(feature = "proxy")]
+            proxy: Proxy::none(),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Sets the per-connection settings.
+    pub fn with_connection(mut self, connection: Config) -> Self {
+        self.connection = connection;
+        self
+    }
+    /// Sets [`ClientConfig::connect_timeout`].
+    pub fn with_connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+    /// Sets [`ClientConfig::handshake_timeout`].
+    pub fn with_handshake_timeout(mut self, t: Option<Duration>) -> Self {
+        self.handshake_timeout = t;
+        self
+    }
+    /// Sets [`ClientConfig::read_timeout`] (the blocking client's socket read timeout).
+    pub fn with_read_timeout(mut self, t: Option<Duration>) -> Self {
+        self.read_timeout = t;
+        self
+    }
+    /// Sets the subprotocols to offer.
+    pub fn with_subprotocols<I: IntoIterator<Item = S>, S: Into<String>>(mut self, p: I) -> Self {
+        self.subprotocols = p.into_iter().map(Into::into).collect();
+        self
+    }
+    /// Adds a request header.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+    /// Sets the `Origin` header to send.
+    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
+        self
+    }
+    /// Offers permessage-deflate with these settings (`None`: no offer).
+    #[cfg(feature = "deflate")]
+    pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
+        self.handshake.deflate = deflate;
+        self
+    }
+    /// Sets [`ClientConfig::proxy`] (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    pub fn with_proxy(mut self, proxy: Proxy) -> Self {
+        self.proxy = proxy;
+        self
+    }
+
+    /// The upgrade request for `host` (the `Host` header) and `path` (with query), with
+    /// what this configuration adds: the subprotocols to offer, extra header fields and
+    /// the `Origin`.
+    pub fn request(&self, host: &str, path: &str) -> ClientRequest {
+        let mut request = ClientRequest::new(host, path);
+        for p in &self.subprotocols {
+            request = request.subprotocol(p.as_str());
+        }
+        for (name, value) in &self.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        if let Some(origin) = &self.origin {
+            request = request.origin(origin.as_str());
+        }
+        request
+    }
+}

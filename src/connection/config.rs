@@ -1,0 +1,173 @@
+//! The settings of one connection, in either role and under any IO layer.
+
+use std::time::Duration;
+
+use crate::codec::{DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_MESSAGE_SIZE};
+
+/// How received data messages are handed over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// One [`Event::Message`](super::Event::Message) per message, assembled by the
+    /// connection.
+    #[default]
+    Whole,
+    /// [`Event::Chunk`](super::Event::Chunk)s as payload arrives: nothing is assembled, so
+    /// memory stays small whatever the message size.
+    Chunks,
+}
+
+/// Default of [`Config::max_read_ahead`]: 1 MiB.
+pub const DEFAULT_MAX_READ_AHEAD: usize = 1 << 20;
+/// Default of [`Config::read_buffer_size`]: 4 KiB.
+pub const DEFAULT_READ_BUFFER_SIZE: usize = 4096;
+/// Default of [`Config::send_queue_high_water`]: 256 KiB.
+pub const DEFAULT_SEND_QUEUE_HIGH_WATER: usize = 256 << 10;
+/// Default of [`Config::control_queue_capacity`]: 16 frames.
+pub const DEFAULT_CONTROL_QUEUE_CAPACITY: usize = 16;
+
+/// The settings of one WebSocket connection: limits, delivery, timers and buffer sizes.
+///
+/// One type for the sans-IO [`Connection`](super::Connection) and for every IO layer
+/// (tokio, blocking, hyper/axum), with one set of defaults; every limit has a safe one, and
+/// `None` turns a timer off. Start from [`Config::default`] and chain the `with_*` setters:
+///
+/// ```
+/// use std::time::Duration;
+/// use rapidws::Config;
+///
+/// let config = Config::default()
+///     .with_max_message_size(1 << 20)
+///     .with_idle_timeout(Some(Duration::from_secs(120)));
+/// assert_eq!(config.max_message_size, 1 << 20);
+/// assert_eq!(config.keepalive_interval, Some(Duration::from_secs(30)));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// Largest frame payload accepted. Default 16 MiB.
+    pub max_frame_size: usize,
+    /// Largest message accepted (inflated size when compressed). Default 16 MiB.
+    pub max_message_size: usize,
+    /// How data messages are delivered. Default [`Delivery::Whole`].
+    pub delivery: Delivery,
+    /// Answer pings with pongs automatically. Default on.
+    pub auto_pong: bool,
+    /// Echo the peer's close automatically. Default on. When off, call
+    /// [`Connection::close`](super::Connection::close) after the peer's close arrives.
+    pub auto_close: bool,
+    /// Send a ping after this long without receiving anything. Default 30 s.
+    pub keepalive_interval: Option<Duration>,
+    /// Fail when a keepalive ping has had no answer (no bytes at all) for this long.
+    /// Default 30 s (only used with `keepalive_interval`).
+    pub pong_timeout: Option<Duration>,
+    /// After sending a close, wait this long for the peer's. Default 5 s; `None` waits
+    /// without a limit.
+    pub close_timeout: Option<Duration>,
+    /// Close (1001) after this long without receiving anything. Default `None`.
+    pub idle_timeout: Option<Duration>,
+    /// Decode a receive buffer holding several complete frames in batches
+    /// ([`crate::codec::DecoderConfig::batch`]): same events, less time per small frame.
+    /// Default on; off decodes one frame per call.
+    pub batch_decode: bool,
+    /// Most room reserved in the receive buffer in one step for the announced, not yet
+    /// received rest of a single-frame message
+    /// ([`Connection::reserve_recv`](super::Connection::reserve_recv)): the rest of a frame
+    /// up to this size is read straight into place, with no reallocation while it arrives.
+    /// Past it, room grows with what has arrived (by at most what the frame has already
+    /// delivered), so a peer that announces a large frame and then stalls makes the
+    /// connection reserve at most this much. Default 1 MiB.
+    pub max_read_ahead: usize,
+    /// Bytes asked of the socket per read at first. The receive buffer is allocated on
+    /// the first read, grows (doubling, up to 256 KiB per read) while a large message
+    /// streams in, and is released when the connection goes idle, so an idle connection
+    /// holds none. Default 4 KiB (at least 256).
+    pub read_buffer_size: usize,
+    /// Bytes the send queue may hold before a non-waiting send answers `QueueFull` and a
+    /// waiting send waits. A single message larger than this is still accepted into an
+    /// empty queue. Default 256 KiB.
+    pub send_queue_high_water: usize,
+    /// Control frames (pongs, the close echo) that may wait for the socket. When that many
+    /// wait, reading stops until the socket takes them, so a ping flood cannot grow
+    /// memory. Default 16 (at least 1).
+    pub control_queue_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            delivery: Delivery::Whole,
+            auto_pong: true,
+            auto_close: true,
+            keepalive_interval: Some(Duration::from_secs(30)),
+            pong_timeout: Some(Duration::from_secs(30)),
+            close_timeout: Some(Duration::from_secs(5)),
+            idle_timeout: None,
+            batch_decode: true,
+            max_read_ahead: DEFAULT_MAX_READ_AHEAD,
+            read_buffer_size: DEFAULT_READ_BUFFER_SIZE,
+            send_queue_high_water: DEFAULT_SEND_QUEUE_HIGH_WATER,
+            control_queue_capacity: DEFAULT_CONTROL_QUEUE_CAPACITY,
+        }
+    }
+}
+
+impl Config {
+    /// Sets [`Config::max_message_size`] (inflated size when compressed).
+    pub fn with_max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
+        self
+    }
+    /// Sets [`Config::max_frame_size`].
+    pub fn with_max_frame_size(mut self, bytes: usize) -> Self {
+        self.max_frame_size = bytes;
+        self
+    }
+    /// Sets [`Config::max_read_ahead`].
+    pub fn with_max_read_ahead(mut self, bytes: usize) -> Self {
+        self.max_read_ahead = bytes;
+        self
+    }
+    /// Sets [`Config::delivery`]: whole messages (default) or chunks as they arrive (for
+    /// messages larger than memory).
+    pub fn with_delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+    /// Sets [`Config::read_buffer_size`] (at least 256).
+    pub fn with_read_buffer_size(mut self, bytes: usize) -> Self {
+        self.read_buffer_size = bytes.max(256);
+        self
+    }
+    /// Sets [`Config::send_queue_high_water`].
+    pub fn with_send_queue_high_water(mut self, bytes: usize) -> Self {
+        self.send_queue_high_water = bytes;
+        self
+    }
+    /// Sets [`Config::control_queue_capacity`] (at least 1).
+    pub fn with_control_queue_capacity(mut self, frames: usize) -> Self {
+        self.control_queue_capacity = frames.max(1);
+        self
+    }
+    /// Sets the keepalive: a ping after `interval` without receiving anything, and failure
+    /// when nothing answers it within `pong_timeout`. `None` turns it off.
+    pub fn with_keepalive(mut self, interval: Option<Duration>, pong_timeout: Duration) -> Self {
+        self.keepalive_interval = interval;
+        self.pong_timeout = Some(pong_timeout);
+        self
+    }
+    /// Sets [`Config::idle_timeout`]: close (1001) after this long without receiving
+    /// anything.
+    pub fn with_idle_timeout(mut self, t: Option<Duration>) -> Self {
+        self.idle_timeout = t;
+        self
+    }
+    /// Sets [`Config::close_timeout`]: how long to wait for the peer's close after ours
+    /// (and for the transport to close after the close handshake).
+    pub fn with_close_timeout(mut self, t: Duration) -> Self {
+        self.close_timeout = Some(t);
+        self
+    }
+}
