@@ -88,6 +88,7 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
             parts.version,
             &parts.uri,
             &parts.headers,
+            &parts.extensions,
             &config.handshake,
         )?;
         let on_upgrade = crate::hyper::take_on_upgrade(&mut parts.extensions)?;
