@@ -24,8 +24,9 @@
 //! | `rustls`   | no      | `wss://` over rustls, ring provider chosen explicitly: clients (`tls::connect_tls`, `blocking::connect_tls`) and servers (`tls::accept`, `tls::server_config_from_pem`) |
 //! | `rustls-native-roots` | no | the operating system's trust store for `wss://` clients (`tls::native_roots_client_config`) |
 //! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` (`tokio::Proxy`) |
-//! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`) |
-//! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`; implies `hyper` |
+//! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`): HTTP/1.1 upgrades and HTTP/2 extended CONNECT (RFC 8441) |
+//! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`, both HTTP versions; implies `hyper` |
+//! | `http2`    | no      | WebSocket clients as streams of a hyper HTTP/2 connection (`http2::connect`, RFC 8441); implies `hyper` |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
 //!
 //! With `default-features = false` the sans-IO core alone is built: no async runtime, no
@@ -39,7 +40,8 @@
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
 //! | a `wss://` client or server | `tls::connect_tls` and `tls::accept` (feature `rustls`) |
 //! | a client behind a proxy | `tokio::ClientConfig::with_proxy` (feature `proxy`) |
-//! | a route in a hyper or axum app | `hyper::upgrade`, `axum::WebSocketUpgrade` (features `hyper`, `axum`) |
+//! | a route in a hyper or axum app | `hyper::upgrade`, `axum::WebSocketUpgrade` (features `hyper`, `axum`), over HTTP/1.1 and HTTP/2 |
+//! | WebSockets on an HTTP/2 connection you hold | `http2::connect` (feature `http2`) |
 //! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
@@ -326,6 +328,8 @@ mod deque;
 #[cfg(feature = "tokio")]
 pub mod handler;
 pub mod handshake;
+#[cfg(feature = "http2")]
+pub mod http2;
 #[cfg(feature = "hyper")]
 pub mod hyper;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
