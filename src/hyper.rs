@@ -16,7 +16,7 @@
 //!
 //! The same [`upgrade`] takes the HTTP/2 form too, with nothing to change in the service:
 //! an extended CONNECT with `:protocol = websocket` (hyper hands the `:protocol` over as a
-//! [`hyper::ext::Protocol`](::hyper::ext::Protocol) extension) is validated with the same
+//! [`hyper::ext::Protocol`] extension) is validated with the same
 //! limits, origin check, subprotocol and permessage-deflate negotiation, answered with
 //! `200 OK` instead of 101, and the WebSocket runs on that one stream. Browsers open
 //! WebSockets this way on an HTTP/2 connection whose server advertised
