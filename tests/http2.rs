@@ -946,3 +946,126 @@ async fn hyper_refusals_fit_http2() {
 async fn axum_refusals_fit_http2() {
     bounded(refusals(Server::Axum)).await;
 }
+
+/// Empty messages (and others) go compressed in both directions over an HTTP/2 stream:
+/// the client end here is the sans-IO core on the upgraded stream, so every frame's first
+/// bytes are seen as they leave and arrive. RFC 7692 7.2.3.6: an empty message compresses
+/// to a single 0x00 byte (or nothing), with RSV1 set.
+async fn compressed_on_the_wire(server: Server) {
+    use rapidws::codec::MessageKind;
+    use rapidws::connection::{Config as CoreConfig, Connection, OwnedEvent};
+    use rapidws::deflate::PerMessageDeflate;
+    use rapidws::handshake::{ClientConfig as HsConfig, ClientRequest, Http2ClientHandshake};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let everything = DeflateConfig::default()
+        .min_size(0)
+        .predict_incompressible(false);
+    let mut config = ServerConfig::default();
+    config.handshake = config.handshake.with_deflate(Some(everything.clone()));
+    let mut running = start(server, Transport::Cleartext, config).await;
+    let mut sender = h2_client(&running).await;
+
+    let request = ClientRequest::new(format!("localhost:{}", running.addr.port()), "/echo");
+    let (handshake, fields) = Http2ClientHandshake::new(
+        &request,
+        HsConfig::default().with_deflate(Some(everything.clone())),
+    )
+    .unwrap();
+    let mut connect = extended_connect(&running, Some("websocket"));
+    for (name, value) in &fields {
+        connect = connect.header(name.as_str(), value.as_str());
+    }
+    sender.ready().await.unwrap();
+    let mut response = sender
+        .send_request(connect.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let upgraded = handshake
+        .check(response.status().as_u16(), headers)
+        .unwrap();
+    let params = upgraded.deflate.expect("permessage-deflate agreed");
+    let mut stream = TokioIo::new(hyper::upgrade::on(&mut response).await.unwrap());
+    expect_opened(&mut running, "/echo", true).await;
+
+    let now = std::time::Instant::now();
+    let mut conn = Connection::new(rapidws::Role::Client, CoreConfig::default(), now);
+    conn.set_deflate(PerMessageDeflate::new(
+        rapidws::Role::Client,
+        params,
+        &everything,
+    ));
+    let messages: [(MessageKind, &[u8]); 4] = [
+        (MessageKind::Text, b""),
+        (MessageKind::Binary, b""),
+        (MessageKind::Text, "héllo wörld — ✓ 日本語".as_bytes()),
+        (MessageKind::Binary, &[0u8; 300]),
+    ];
+    let mut inbox = Vec::new();
+    for (kind, payload) in messages {
+        conn.send(kind, payload).unwrap();
+        let mut out = Vec::new();
+        conn.write_pending(&mut out);
+        // Client to server: FIN, RSV1 (compressed), masked; an empty one carries <= 1 byte.
+        assert_eq!(out[0] & 0xC0, 0xC0, "client frame header {:02x}", out[0]);
+        if payload.is_empty() {
+            assert!(
+                out[1] & 0x7F <= 1,
+                "empty message sent as {} bytes",
+                out[1] & 0x7F
+            );
+        }
+        stream.write_all(&out).await.unwrap();
+        stream.flush().await.unwrap();
+        // Server to client: the echo, one frame, compressed too.
+        let mut head = [0u8; 2];
+        stream.read_exact(&mut head).await.unwrap();
+        assert_eq!(head[0] & 0xC0, 0xC0, "server frame header {:02x}", head[0]);
+        assert_eq!(head[1] & 0x80, 0, "a server frame must not be masked");
+        let len = match head[1] & 0x7F {
+            126 => {
+                let mut l = [0u8; 2];
+                stream.read_exact(&mut l).await.unwrap();
+                inbox.extend_from_slice(&head);
+                inbox.extend_from_slice(&l);
+                u16::from_be_bytes(l) as usize
+            }
+            n => {
+                inbox.extend_from_slice(&head);
+                n as usize
+            }
+        };
+        if payload.is_empty() {
+            assert!(len <= 1, "empty message echoed as {len} bytes");
+        } else if payload.iter().all(|&b| b == 0) {
+            // The 300 zero bytes shrink; the short text is compressed but not smaller.
+            assert!(len < 16, "{len} bytes on the wire for {}", payload.len());
+        }
+        let mut body = vec![0u8; len];
+        stream.read_exact(&mut body).await.unwrap();
+        inbox.extend_from_slice(&body);
+        conn.handle_bytes(now, &inbox);
+        inbox.clear();
+        match conn.poll_event_owned() {
+            Some(Ok(OwnedEvent::Message { kind: k, data })) => {
+                assert_eq!(k, kind);
+                assert_eq!(&data[..], payload);
+            }
+            other => panic!("expected the echo, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn hyper_empty_messages_go_compressed_both_ways() {
+    bounded(compressed_on_the_wire(Server::Hyper)).await;
+}
+
+#[tokio::test]
+async fn axum_empty_messages_go_compressed_both_ways() {
+    bounded(compressed_on_the_wire(Server::Axum)).await;
+}
