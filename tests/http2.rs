@@ -950,7 +950,8 @@ async fn axum_refusals_fit_http2() {
 /// Empty messages (and others) go compressed in both directions over an HTTP/2 stream:
 /// the client end here is the sans-IO core on the upgraded stream, so every frame's first
 /// bytes are seen as they leave and arrive. RFC 7692 7.2.3.6: an empty message compresses
-/// to a single 0x00 byte (or nothing), with RSV1 set.
+/// to a single 0x00 byte (or nothing), with RSV1 set. The close then ends with END_STREAM
+/// from both sides.
 async fn compressed_on_the_wire(server: Server) {
     use rapidws::codec::MessageKind;
     use rapidws::connection::{Config as CoreConfig, Connection, OwnedEvent};
@@ -1058,14 +1059,34 @@ async fn compressed_on_the_wire(server: Server) {
             other => panic!("expected the echo, got {other:?}"),
         }
     }
+
+    // RFC 8441 6: the close handshake, then END_STREAM in each direction. Our close goes
+    // out; the server's close comes back and its END_STREAM follows (the stream reads EOF);
+    // ours ends the stream, and the server's WebSocket reports a clean 1000.
+    conn.close(now, rapidws::codec::CloseCode(1000), "bye")
+        .unwrap();
+    let mut out = Vec::new();
+    conn.write_pending(&mut out);
+    stream.write_all(&out).await.unwrap();
+    stream.flush().await.unwrap();
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).await.unwrap();
+    conn.handle_bytes(now, &rest);
+    match conn.poll_event_owned() {
+        Some(Ok(OwnedEvent::Close(Some((code, _))))) => assert_eq!(code.0, 1000),
+        other => panic!("expected the server's close, got {other:?}"),
+    }
+    assert!(conn.is_closed());
+    stream.shutdown().await.unwrap();
+    assert_eq!(expect_ended(&mut running).await, Ok(Some(1000)));
 }
 
 #[tokio::test]
-async fn hyper_empty_messages_go_compressed_both_ways() {
+async fn hyper_empty_messages_go_compressed_both_ways_and_the_close_ends_the_stream() {
     bounded(compressed_on_the_wire(Server::Hyper)).await;
 }
 
 #[tokio::test]
-async fn axum_empty_messages_go_compressed_both_ways() {
+async fn axum_empty_messages_go_compressed_both_ways_and_the_close_ends_the_stream() {
     bounded(compressed_on_the_wire(Server::Axum)).await;
 }
