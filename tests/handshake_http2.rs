@@ -357,3 +357,75 @@ fn client_and_server_agree_on_deflate_through_fields() {
     assert_eq!(upgraded.deflate, agreement.deflate);
     assert!(upgraded.deflate.is_some());
 }
+
+mod arbitrary {
+    use proptest::prelude::*;
+    use rapidws::handshake::{Request, ServerConfig};
+
+    fn pseudo() -> impl Strategy<Value = Option<String>> {
+        prop_oneof![
+            Just(None),
+            Just(Some("websocket".to_owned())),
+            Just(Some("https".to_owned())),
+            Just(Some("/".to_owned())),
+            "\\PC{0,40}".prop_map(Some),
+            proptest::collection::vec(any::<u8>(), 0..40)
+                .prop_map(|b| Some(String::from_utf8_lossy(&b).into_owned())),
+        ]
+    }
+
+    proptest! {
+        /// Whatever an HTTP/2 implementation hands over, the handshake answers with an
+        /// acceptance (a 200) or a refusal with one of its statuses, never a panic.
+        #[test]
+        fn any_http2_request_gets_200_or_a_fitting_refusal(
+            method in prop_oneof![Just("CONNECT".to_owned()), "[A-Za-z]{0,8}"],
+            protocol in pseudo(),
+            scheme in pseudo(),
+            authority in pseudo(),
+            path in pseudo(),
+            fields in proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("sec-websocket-version".to_owned()),
+                        Just("sec-websocket-protocol".to_owned()),
+                        Just("sec-websocket-extensions".to_owned()),
+                        Just("origin".to_owned()),
+                        Just("content-length".to_owned()),
+                        Just("te".to_owned()),
+                        "[a-z-]{1,12}",
+                    ],
+                    proptest::collection::vec(any::<u8>(), 0..64),
+                ),
+                0..12,
+            ),
+            max_headers in 0usize..16,
+            max_request_size in 0usize..512,
+        ) {
+            let mut config = ServerConfig::default().with_subprotocols(["chat"]);
+            config.max_headers = max_headers;
+            config.max_request_size = max_request_size;
+            #[cfg(feature = "deflate")]
+            let config = config.with_deflate(Some(rapidws::deflate::DeflateConfig::default()));
+            let result = Request::from_http2_parts(
+                &method,
+                protocol.as_deref(),
+                scheme.as_deref(),
+                authority.as_deref(),
+                path.as_deref().unwrap_or_default(),
+                fields.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+                &config,
+            );
+            match result {
+                Ok(request) => {
+                    prop_assert!(request.is_http2());
+                    match request.agreement(&config) {
+                        Ok(agreement) => prop_assert_eq!(agreement.status, 200),
+                        Err(e) => prop_assert!([403, 500].contains(&e.status()), "{e:?}"),
+                    }
+                }
+                Err(e) => prop_assert!([400, 405, 431, 501].contains(&e.status()), "{e:?}"),
+            }
+        }
+    }
+}
