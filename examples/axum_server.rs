@@ -9,7 +9,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{any, get};
 use rapidws::axum::WebSocketUpgrade;
 use rapidws::deflate::DeflateConfig;
 use rapidws::hyper::HyperWebSocket;
@@ -27,7 +27,9 @@ async fn main() -> std::io::Result<()> {
     );
     let app = Router::new()
         .route("/", get(|| async { "the WebSocket endpoint is /ws\n" }))
-        .route("/ws", get(websocket))
+        // `any`: an HTTP/1.1 upgrade is a GET, an HTTP/2 one (RFC 8441, here over
+        // cleartext HTTP/2 with prior knowledge) a CONNECT; the extractor refuses the rest.
+        .route("/ws", any(websocket))
         .with_state(deflate);
     axum::serve(listener, app).await
 }

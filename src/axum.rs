@@ -23,6 +23,13 @@
 //! Extraction validates the request with the core handshake (see [`crate::hyper`]); a
 //! request that is not a valid upgrade is rejected with the matching HTTP response
 //! ([`WebSocketUpgradeRejection`]: 400, 405, 426 with `Sec-WebSocket-Version: 13`, ...).
+//!
+//! Over HTTP/2 (RFC 8441) the same extractor takes the extended CONNECT browsers send on an
+//! HTTP/2 connection whose server advertised `SETTINGS_ENABLE_CONNECT_PROTOCOL`, which
+//! `axum::serve` does when axum's `http2` feature is on; it is answered with 200 and the
+//! callback gets the same [`HyperWebSocket`], running on that stream. Such a request's
+//! method is CONNECT, so route it with `any` (or `get(..).connect(..)`) rather than
+//! `get` alone. [`crate::hyper`] says what differs on a stream.
 //! The builder methods then set what the connection uses, and
 //! [`on_upgrade`](WebSocketUpgrade::on_upgrade) answers with the 101 response and runs
 //! the callback on its own task once the connection is handed over.
@@ -58,7 +65,8 @@ type FailedUpgrade = Box<dyn FnOnce(Error) + Send>;
 /// [`on_upgrade`](WebSocketUpgrade::on_upgrade).
 ///
 /// The request was validated when extracted (method, HTTP/1.1, `Upgrade`, `Connection`,
-/// `Sec-WebSocket-Version: 13`, the key; with the default head limits of
+/// `Sec-WebSocket-Version: 13`, the key; over HTTP/2, CONNECT with `:protocol` websocket
+/// and `sec-websocket-version: 13`; with the default head limits of
 /// [`handshake::ServerConfig`]). The connection settings, subprotocols, origin check and
 /// permessage-deflate come from the [`ServerConfig`] set with the builder methods:
 /// [`ServerConfig::default`] unless changed, which has permessage-deflate off.
@@ -88,6 +96,7 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
             parts.version,
             &parts.uri,
             &parts.headers,
+            &parts.extensions,
             &config.handshake,
         )?;
         let on_upgrade = crate::hyper::take_on_upgrade(&mut parts.extensions)?;
@@ -155,9 +164,9 @@ impl WebSocketUpgrade {
         &self.request
     }
 
-    /// Accepts the upgrade: returns the 101 response for the handler to return, and runs
-    /// `callback` with the [`HyperWebSocket`] on a new tokio task once hyper has sent the
-    /// response and handed the connection over.
+    /// Accepts the upgrade: returns the 101 response (200 over HTTP/2) for the handler to
+    /// return, and runs `callback` with the [`HyperWebSocket`] on a new tokio task once
+    /// hyper has sent the response and handed the connection (or stream) over.
     ///
     /// When accepting fails (the configured origin check refuses the request, or a
     /// configured subprotocol is not a valid header value), the refusal is returned

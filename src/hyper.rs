@@ -10,9 +10,40 @@
 //! error (400, 403, 405, 426 with `Sec-WebSocket-Version: 13`, ...).
 //!
 //! The connection must be served with upgrades on (`serve_connection(..).with_upgrades()`
-//! for hyper's HTTP/1 server; axum's `serve` does so). Only HTTP/1.1 requests upgrade:
-//! WebSocket over HTTP/2 (RFC 8441) is not implemented, and such requests are refused
-//! with 400.
+//! for hyper's HTTP/1 server; axum's `serve` does so).
+//!
+//! # HTTP/2 (RFC 8441)
+//!
+//! The same [`upgrade`] takes the HTTP/2 form too, with nothing to change in the service:
+//! an extended CONNECT with `:protocol = websocket` (hyper hands the `:protocol` over as a
+//! [`hyper::ext::Protocol`] extension) is validated with the same
+//! limits, origin check, subprotocol and permessage-deflate negotiation, answered with
+//! `200 OK` instead of 101, and the WebSocket runs on that one stream. Browsers open
+//! WebSockets this way on an HTTP/2 connection whose server advertised
+//! `SETTINGS_ENABLE_CONNECT_PROTOCOL`: turn it on with `enable_connect_protocol()` on
+//! hyper's (or hyper-util's `auto`) HTTP/2 builder; axum's `serve` does so when axum's
+//! `http2` feature is on. Other HTTP/2 requests get the fitting refusal: 405 for a
+//! method other than CONNECT, 501 for a CONNECT whose `:protocol` is missing or not
+//! `websocket`, 400 for a malformed one.
+//!
+//! What differs on a stream (RFC 8441 6): nothing in the frames (clients still mask);
+//! the close handshake ends with the stream's END_STREAM in each direction instead of a
+//! TCP close; a stream reset by the peer (RST_STREAM) reaches the application as
+//! [`Error::Io`], the abnormal closure that RFC 6455 7.1.5 numbers 1006 (a reset with
+//! `CANCEL` or `NO_ERROR` reads as `UnexpectedEof`, others as hyper's error). HTTP/2 flow
+//! control is what the send queue waits on: when the peer's stream or connection window
+//! is spent, writes stall, the queue fills to
+//! [`Config::send_queue_high_water`](crate::Config::send_queue_high_water), and
+//! `send` waits while `try_send` answers `QueueFull`, as on a slow TCP socket.
+//!
+//! What to expect: every stream of a connection shares one TCP connection, so a lost
+//! packet or a full TCP send buffer delays every WebSocket on it (head-of-line blocking),
+//! and one stream's large message shares the connection window with the others (hyper
+//! interleaves DATA frames, so small messages still pass between its chunks). Memory per
+//! stream: the WebSocket's own state (the same as over HTTP/1.1, with buffers released
+//! when idle) plus hyper's and h2's per-stream state and whatever the peer has sent that
+//! is not read yet, which h2 buffers up to the stream window (hyper's server default:
+//! 1 MiB; `initial_stream_window_size` sets it). `benches/RESULTS.md` has the figures.
 //!
 //! ```no_run
 //! use std::convert::Infallible;
@@ -84,38 +115,54 @@ pub fn upgrade<B>(
         request.version(),
         request.uri(),
         request.headers(),
+        request.extensions(),
         &config.handshake,
     )?;
     let on_upgrade = take_on_upgrade(request.extensions_mut())?;
     switch(&validated, on_upgrade, config)
 }
 
-/// Runs the core's request checks ([`handshake::Request::from_parts`]) on a request that
-/// hyper parsed.
+/// Runs the core's request checks on a request that hyper parsed: the HTTP/1.1 upgrade
+/// ([`handshake::Request::from_parts`]) or, for an HTTP/2 request, the extended CONNECT
+/// ([`handshake::Request::from_http2_parts`]).
 pub(crate) fn validate(
     method: &Method,
     version: Version,
     uri: &Uri,
     headers: &HeaderMap,
+    extensions: &Extensions,
     config: &handshake::ServerConfig,
 ) -> Result<handshake::Request, Refusal> {
+    let fields = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()));
+    if version == Version::HTTP_2 {
+        let protocol = extensions
+            .get::<::hyper::ext::Protocol>()
+            .map(::hyper::ext::Protocol::as_str);
+        return handshake::Request::from_http2_parts(
+            method.as_str(),
+            protocol,
+            uri.scheme_str(),
+            uri.authority().map(|a| a.as_str()),
+            uri.path_and_query().map_or("", |p| p.as_str()),
+            fields,
+            config,
+        )
+        .map_err(Refusal::from);
+    }
     let version = if version == Version::HTTP_11 {
         (1, 1)
     } else if version == Version::HTTP_10 {
         (1, 0)
     } else if version == Version::HTTP_09 {
         (0, 9)
-    } else if version == Version::HTTP_2 {
-        (2, 0)
     } else {
         (3, 0)
     };
     let target = uri.path_and_query().map_or("/", |p| p.as_str());
-    let headers = headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_bytes()));
-    handshake::Request::from_parts(method.as_str(), version, target, headers, config)
-        .map_err(Refusal::Handshake)
+    handshake::Request::from_parts(method.as_str(), version, target, fields, config)
+        .map_err(Refusal::from)
 }
 
 /// Takes hyper's upgrade handle out of a request's extensions.
@@ -125,41 +172,28 @@ pub(crate) fn take_on_upgrade(extensions: &mut Extensions) -> Result<OnUpgrade, 
         .ok_or(Refusal::NotUpgradable)
 }
 
-/// Accepts a validated request: the 101 response and the future of the connection.
+/// Accepts a validated request: the 101 response (200 over HTTP/2) and the future of the
+/// connection.
 pub(crate) fn switch(
     request: &handshake::Request,
     on_upgrade: OnUpgrade,
     config: &ServerConfig,
 ) -> Result<(Response<String>, UpgradeFuture), Refusal> {
-    let agreement = request.agree(&config.handshake)?;
+    let agreement = request.agreement(&config.handshake)?;
     let mut response = Response::new(String::new());
-    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    // The core says 101 or 200; both convert.
+    *response.status_mut() =
+        StatusCode::from_u16(agreement.status).map_err(|_| ServerError::ResponseHeader)?;
     let headers = response.headers_mut();
-    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    headers.insert(
-        header::SEC_WEBSOCKET_ACCEPT,
-        header_value(agreement.accept)?,
-    );
-    if let Some(protocol) = &agreement.subprotocol {
-        // A configured name that is not a valid header value is the server's fault: 500.
-        headers.insert(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            header_value(protocol.clone())?,
-        );
+    for (name, value) in agreement.headers {
+        // A configured subprotocol that is not a valid header value is the server's
+        // fault: 500.
+        let name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| ServerError::ResponseHeader)?;
+        headers.insert(name, header_value(value)?);
     }
     #[cfg(feature = "deflate")]
-    let deflate = match agreement.deflate {
-        Some((params, value)) => {
-            headers.insert(header::SEC_WEBSOCKET_EXTENSIONS, header_value(value)?);
-            config
-                .handshake
-                .deflate
-                .clone()
-                .map(|deflate| (params, deflate))
-        }
-        None => None,
-    };
+    let deflate = agreement.deflate.zip(config.handshake.deflate.clone());
     Ok((
         response,
         UpgradeFuture {
@@ -374,11 +408,61 @@ mod tests {
     }
 
     #[test]
-    fn http2_request_is_refused_with_400() {
+    fn http2_get_is_refused_with_405_allowing_connect() {
         let mut request = valid_request();
         *request.version_mut() = Version::HTTP_2;
         let refusal = upgrade(&mut request, &ServerConfig::default()).unwrap_err();
-        assert_eq!(refusal, Refusal::Handshake(ServerError::HttpVersion));
-        assert_eq!(refusal.status(), 400);
+        assert_eq!(refusal, Refusal::Handshake(ServerError::ConnectRequired));
+        let response = refusal.response();
+        assert_eq!(response.status(), 405);
+        assert_eq!(response.headers()["allow"], "CONNECT");
+    }
+
+    fn extended_connect(protocol: Option<&'static str>) -> http::Request<()> {
+        let mut request = http::Request::builder()
+            .method(Method::CONNECT)
+            .version(Version::HTTP_2)
+            .uri("https://example.com/chat")
+            .header("sec-websocket-version", "13")
+            .body(())
+            .unwrap();
+        if let Some(p) = protocol {
+            request
+                .extensions_mut()
+                .insert(::hyper::ext::Protocol::from_static(p));
+        }
+        request
+    }
+
+    #[test]
+    fn valid_extended_connect_without_upgrade_handle_is_refused_with_500() {
+        let mut request = extended_connect(Some("websocket"));
+        let refusal = upgrade(&mut request, &ServerConfig::default()).unwrap_err();
+        assert_eq!(refusal, Refusal::NotUpgradable);
+    }
+
+    #[test]
+    fn extended_connect_for_another_protocol_is_refused_with_501() {
+        for protocol in [Some("chat"), None] {
+            let mut request = extended_connect(protocol);
+            let refusal = upgrade(&mut request, &ServerConfig::default()).unwrap_err();
+            assert_eq!(refusal, Refusal::Handshake(ServerError::ConnectProtocol));
+            assert_eq!(refusal.status(), 501);
+        }
+    }
+
+    #[test]
+    fn extended_connect_with_version_8_is_refused_with_400_naming_13_without_upgrade() {
+        let mut request = extended_connect(Some("websocket"));
+        request
+            .headers_mut()
+            .insert("sec-websocket-version", HeaderValue::from_static("8"));
+        let response = upgrade(&mut request, &ServerConfig::default())
+            .unwrap_err()
+            .response();
+        assert_eq!(response.status(), 400);
+        assert_eq!(response.headers()["sec-websocket-version"], "13");
+        assert!(!response.headers().contains_key(header::UPGRADE));
+        assert!(!response.headers().contains_key(header::CONNECTION));
     }
 }

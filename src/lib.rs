@@ -29,8 +29,9 @@
 //! | `tokio-rustls` | no  | `wss://` on tokio: `tokio::connect_tls`, `tokio::accept_tls`; implies `tokio` and `rustls` |
 //! | `rustls-native-roots` | no | the operating system's trust store for `wss://` clients (`tls::native_roots_client_config`) |
 //! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` (`proxy::Proxy`, `ClientConfig::with_proxy`), for both layers; no async runtime of its own |
-//! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`) |
-//! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`; implies `hyper` |
+//! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`): HTTP/1.1 upgrades and HTTP/2 extended CONNECT (RFC 8441) |
+//! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`, both HTTP versions; implies `hyper` |
+//! | `http2`    | no      | WebSocket clients as streams of a hyper HTTP/2 connection (`http2::connect`, RFC 8441); implies `hyper` |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
 //!
 //! With `default-features = false` the sans-IO core alone is built: no async runtime, no
@@ -44,7 +45,8 @@
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
 //! | a `wss://` client or server | `tokio::connect_tls` and `tokio::accept_tls` (feature `tokio-rustls`), `blocking::connect_tls` (feature `rustls`) |
 //! | a client behind a proxy | `ClientConfig::with_proxy` (feature `proxy`) |
-//! | a route in a hyper or axum app | `hyper::upgrade`, `axum::WebSocketUpgrade` (features `hyper`, `axum`) |
+//! | a route in a hyper or axum app | `hyper::upgrade`, `axum::WebSocketUpgrade` (features `hyper`, `axum`), over HTTP/1.1 and HTTP/2 |
+//! | WebSockets on an HTTP/2 connection you hold | `http2::connect` (feature `http2`) |
 //! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
@@ -333,6 +335,8 @@ pub mod error;
 #[cfg(feature = "tokio")]
 pub mod handler;
 pub mod handshake;
+#[cfg(feature = "http2")]
+pub mod http2;
 #[cfg(feature = "hyper")]
 pub mod hyper;
 mod message;

@@ -1,5 +1,6 @@
-//! The HTTP/1.1 opening handshake (RFC 6455 section 4), sans-IO: bytes in, request or
-//! response out.
+//! The opening handshake, sans-IO: the HTTP/1.1 upgrade of RFC 6455 section 4 (bytes in,
+//! request or response out) and the HTTP/2 extended CONNECT of RFC 8441 (fields in, fields
+//! out; the HTTP/2 framing is the HTTP/2 implementation's).
 //!
 //! Server: [`ServerHandshake::feed`] the bytes read from the socket until it returns a
 //! [`Request`]; inspect it (path, headers, origin) to route and authenticate, then
@@ -10,6 +11,13 @@
 //! the response bytes until it returns [`Upgraded`]. A status other than 101 comes back as
 //! [`ClientError::Status`] with the response.
 //!
+//! Over HTTP/2 (RFC 8441): a server hands the decoded request's pseudo-header and regular
+//! fields to [`Request::from_http2_parts`] and answers with the 200 and fields of
+//! [`Request::agreement`]; a client sends the fields [`Http2ClientHandshake::new`] lists on
+//! an extended CONNECT and checks the answer with [`Http2ClientHandshake::check`]. The
+//! subprotocol, origin and permessage-deflate rules and the limits are the same in both
+//! forms.
+//!
 //! Both ends buffer at most a configured number of bytes for the head and look at each byte
 //! once when searching for its end, and hand back any bytes that followed the head (the
 //! first frames) for the codec.
@@ -19,10 +27,12 @@ mod http;
 mod server;
 
 pub use client::{
-    ClientConfig, ClientError, ClientHandshake, ClientRequest, ErrorResponse, Upgraded,
+    ClientConfig, ClientError, ClientHandshake, ClientRequest, ErrorResponse, Http2ClientHandshake,
+    Upgraded,
 };
 pub use server::{
-    Accepted, OriginCheck, Request, ServerConfig, ServerError, ServerHandshake, is_valid_key,
+    Accepted, Agreement, OriginCheck, Request, ServerConfig, ServerError, ServerHandshake,
+    is_valid_key,
 };
 
 use base64::Engine as _;

@@ -99,7 +99,8 @@ pub enum ServerError {
     RequestTooLarge,
     /// The request had more than [`ServerConfig::max_headers`] header fields (431).
     TooManyHeaders,
-    /// Not a well-formed HTTP/1.1 request head (400).
+    /// Not a well-formed HTTP/1.1 request head, or an HTTP/2 extended CONNECT without a
+    /// valid `:scheme`, `:path` or `:authority`, or with a header HTTP/2 forbids (400).
     Malformed,
     /// The method was not GET (405). RFC 6455 4.1: "The method of the request MUST be GET".
     MethodNotAllowed,
@@ -123,6 +124,15 @@ pub enum ServerError {
     /// A response header the caller supplied is invalid or one the handshake sets itself
     /// (500).
     ResponseHeader,
+    /// An HTTP/2 request other than CONNECT (405, with `Allow: CONNECT`). RFC 8441 4: over
+    /// HTTP/2 a WebSocket opens with an extended CONNECT, never with GET.
+    ConnectRequired,
+    /// An HTTP/2 CONNECT whose `:protocol` is missing (a plain tunnel request) or names a
+    /// protocol other than `websocket` (501).
+    ConnectProtocol,
+    /// `sec-websocket-version` of an HTTP/2 request is missing or not 13 (400, with
+    /// `Sec-WebSocket-Version: 13`; HTTP/2 has no `Upgrade`, so no 426).
+    Http2Version,
 }
 
 impl ServerError {
@@ -130,8 +140,9 @@ impl ServerError {
     pub fn status(&self) -> u16 {
         match self {
             ServerError::RequestTooLarge | ServerError::TooManyHeaders => 431,
-            ServerError::MethodNotAllowed => 405,
+            ServerError::MethodNotAllowed | ServerError::ConnectRequired => 405,
             ServerError::Version => 426,
+            ServerError::ConnectProtocol => 501,
             ServerError::Origin => 403,
             ServerError::ResponseHeader => 500,
             ServerError::Malformed
@@ -140,12 +151,14 @@ impl ServerError {
             | ServerError::Host
             | ServerError::Upgrade
             | ServerError::Connection
-            | ServerError::Key => 400,
+            | ServerError::Key
+            | ServerError::Http2Version => 400,
         }
     }
 
     /// The header fields this refusal's status calls for, besides `Connection` and the
-    /// content headers: `Sec-WebSocket-Version` and `Upgrade` for a 426, `Allow` for a 405.
+    /// content headers: `Sec-WebSocket-Version` and `Upgrade` for a 426, `Allow` for a 405,
+    /// `Sec-WebSocket-Version` alone for [`ServerError::Http2Version`].
     pub fn response_headers(&self) -> &'static [(&'static str, &'static str)] {
         match self {
             // RFC 6455 4.2.2: "the server MUST ... respond with an appropriate HTTP error
@@ -153,6 +166,8 @@ impl ServerError {
             // field indicating the version(s) the server is capable of understanding."
             ServerError::Version => &[("Sec-WebSocket-Version", "13"), ("Upgrade", "websocket")],
             ServerError::MethodNotAllowed => &[("Allow", "GET")],
+            ServerError::ConnectRequired => &[("Allow", "CONNECT")],
+            ServerError::Http2Version => &[("Sec-WebSocket-Version", "13")],
             _ => &[],
         }
     }
@@ -181,6 +196,11 @@ impl fmt::Display for ServerError {
             ServerError::Key => "Sec-WebSocket-Key must be base64 of 16 bytes",
             ServerError::Origin => "origin not allowed",
             ServerError::ResponseHeader => "invalid response header",
+            ServerError::ConnectRequired => {
+                "over HTTP/2 a WebSocket opens with an extended CONNECT (RFC 8441)"
+            }
+            ServerError::ConnectProtocol => "the extended CONNECT's :protocol is not websocket",
+            ServerError::Http2Version => "unsupported sec-websocket-version, 13 is required",
         })
     }
 }
@@ -282,7 +302,8 @@ impl ServerHandshake {
     }
 }
 
-/// A parsed, valid WebSocket upgrade request (RFC 6455 4.2.1).
+/// A parsed, valid WebSocket opening request: an HTTP/1.1 upgrade (RFC 6455 4.2.1) or an
+/// HTTP/2 extended CONNECT (RFC 8441 4-5, [`Request::from_http2_parts`]).
 ///
 /// Inspect it to route and authenticate, then [`accept`](Request::accept) it or answer
 /// with [`reject`](Request::reject).
@@ -290,8 +311,10 @@ impl ServerHandshake {
 pub struct Request {
     head: Vec<u8>,
     path: Range<usize>,
-    headers: Vec<(Range<usize>, Range<usize>)>,
+    headers: Vec<Field>,
     key: Range<usize>,
+    /// `:authority` of an HTTP/2 request; `None` for HTTP/1.1, whose `Host` header says it.
+    authority: Option<Range<usize>>,
     leftover: Vec<u8>,
 }
 
@@ -331,6 +354,7 @@ impl Request {
             path,
             headers,
             key: 0..0,
+            authority: None,
             leftover,
             head,
         };
@@ -343,7 +367,8 @@ impl Request {
     /// runs on bytes, and the same [`Request`] to [`accept`](Request::accept) or refuse.
     ///
     /// `version` is the HTTP version as (major, minor); only `(1, 1)` can carry this
-    /// upgrade (HTTP/2 uses extended CONNECT, RFC 8441, which this does not implement).
+    /// upgrade (HTTP/2 opens WebSockets with an extended CONNECT instead:
+    /// [`Request::from_http2_parts`]).
     /// `target` is the request target (path and query) and `headers` every header field
     /// in order. [`ServerConfig::max_headers`] and [`ServerConfig::max_request_size`]
     /// (counted over the method, target, names and values) apply, as for bytes. The
@@ -375,37 +400,157 @@ impl Request {
         I: IntoIterator<Item = (&'h str, &'h [u8])>,
     {
         check_request_line(method, version == (1, 1))?;
-        let mut size = method.len() + target.len();
         let mut head = Vec::with_capacity(256);
         head.extend_from_slice(target.as_bytes());
         let path = 0..head.len();
-        let mut ranges = Vec::new();
-        for (name, value) in headers {
-            size += name.len() + value.len();
-            if ranges.len() == config.max_headers {
-                return Err(ServerError::TooManyHeaders);
-            }
-            if size > config.max_request_size {
-                return Err(ServerError::RequestTooLarge);
-            }
-            let start = head.len();
-            head.extend_from_slice(name.as_bytes());
-            let middle = head.len();
-            head.extend_from_slice(value);
-            ranges.push((start..middle, middle..head.len()));
-        }
-        if size > config.max_request_size {
-            return Err(ServerError::RequestTooLarge);
-        }
+        let ranges = collect_fields(&mut head, method.len() + target.len(), headers, config)?;
         let mut request = Request {
             path,
             headers: ranges,
             key: 0..0,
+            authority: None,
             leftover: Vec::new(),
             head,
         };
         request.key = request.validate()?;
         Ok(request)
+    }
+
+    /// Validates an HTTP/2 request another implementation (hyper, h2) has decoded as a
+    /// WebSocket opening: an extended CONNECT (RFC 8441 4-5). The pseudo-header fields come
+    /// separately: `method` (`:method`), `protocol` (`:protocol`, `None` when absent),
+    /// `scheme`, `authority` and `path`; `headers` are the regular fields in order.
+    ///
+    /// Checked, in order: the method (anything but CONNECT:
+    /// [`ServerError::ConnectRequired`], 405), `:protocol` (missing or not `websocket`:
+    /// [`ServerError::ConnectProtocol`], 501), the limits ([`ServerConfig::max_headers`]
+    /// over the regular fields, [`ServerConfig::max_request_size`] over pseudo and regular
+    /// fields alike, as for HTTP/1.1), `:scheme`, `:path` and `:authority` and the fields
+    /// HTTP/2 forbids
+    /// ([`ServerError::Malformed`], 400), no body, then `sec-websocket-version: 13`
+    /// ([`ServerError::Http2Version`], 400). There is no `Sec-WebSocket-Key` in this form
+    /// (RFC 8441 5), so none is looked at. The same [`accept`](Request::accept) or
+    /// [`agreement`](Request::agreement) follows, with the same origin check, subprotocol
+    /// and permessage-deflate negotiation; the answer is a 200 instead of a 101.
+    ///
+    /// ```
+    /// use rapidws::handshake::{Request, ServerConfig, ServerError};
+    ///
+    /// let config = ServerConfig::default().with_subprotocols(["chat"]);
+    /// let headers: [(&str, &[u8]); 2] = [
+    ///     ("sec-websocket-version", b"13"),
+    ///     ("sec-websocket-protocol", b"chat"),
+    /// ];
+    /// let request = Request::from_http2_parts(
+    ///     "CONNECT", Some("websocket"), Some("https"), Some("example.com"), "/chat", headers,
+    ///     &config,
+    /// )
+    /// .unwrap();
+    /// assert!(request.is_http2());
+    /// let agreement = request.agreement(&config).unwrap();
+    /// assert_eq!(agreement.status, 200);
+    /// assert_eq!(agreement.subprotocol.as_deref(), Some("chat"));
+    ///
+    /// let tunnel = Request::from_http2_parts(
+    ///     "CONNECT", None, None, Some("example.com:443"), "", [], &config,
+    /// );
+    /// assert_eq!(tunnel, Err(ServerError::ConnectProtocol));
+    /// ```
+    pub fn from_http2_parts<'h, I>(
+        method: &str,
+        protocol: Option<&str>,
+        scheme: Option<&str>,
+        authority: Option<&str>,
+        path: &str,
+        headers: I,
+        config: &ServerConfig,
+    ) -> Result<Self, ServerError>
+    where
+        I: IntoIterator<Item = (&'h str, &'h [u8])>,
+    {
+        // RFC 8441 4: "A new pseudo-header field :protocol MAY be included on request
+        // HEADERS indicating the desired protocol to be spoken on the tunnel created by
+        // CONNECT." 5: ":method = CONNECT", ":protocol = websocket".
+        if method != "CONNECT" {
+            return Err(ServerError::ConnectRequired);
+        }
+        if protocol != Some("websocket") {
+            return Err(ServerError::ConnectProtocol);
+        }
+        let pseudo = [protocol, scheme, authority].map(Option::unwrap_or_default);
+        let size = method.len() + path.len() + pseudo.iter().map(|p| p.len()).sum::<usize>();
+        let mut head = Vec::with_capacity(256);
+        head.extend_from_slice(path.as_bytes());
+        let path_range = 0..head.len();
+        let start = head.len();
+        head.extend_from_slice(authority.unwrap_or_default().as_bytes());
+        let authority_range = start..head.len();
+        let headers = collect_fields(&mut head, size, headers, config)?;
+        // RFC 8441 4: "On requests that contain the :protocol pseudo-header field, the
+        // :scheme and :path pseudo-header fields of the target URI MUST also be included."
+        // 5: ":authority" is the host of the target.
+        let valid_scheme = matches!(scheme, Some(s) if s.eq_ignore_ascii_case("https")
+            || s.eq_ignore_ascii_case("http"));
+        let valid_path = path.starts_with('/') && path.bytes().all(|b| (b'!'..=b'~').contains(&b));
+        let valid_authority = matches!(authority, Some(a) if !a.is_empty()
+            && a.bytes().all(|b| (b'!'..=b'~').contains(&b)) && !a.contains(['/', '?', '#', '@']));
+        if !valid_scheme || !valid_path || !valid_authority {
+            return Err(ServerError::Malformed);
+        }
+        let request = Request {
+            path: path_range,
+            headers,
+            key: 0..0,
+            authority: Some(authority_range),
+            leftover: Vec::new(),
+            head,
+        };
+        request.validate_http2()?;
+        Ok(request)
+    }
+
+    /// RFC 8441 5 and RFC 9113 8.2.2 on the regular fields of an extended CONNECT.
+    fn validate_http2(&self) -> Result<(), ServerError> {
+        // RFC 9113 8.2.2: "An endpoint MUST NOT generate an HTTP/2 message containing
+        // connection-specific header fields ... Any message containing connection-specific
+        // header fields MUST be treated as malformed." (Also what RFC 6455 upgrades need:
+        // Upgrade and Connection do not exist here.)
+        const CONNECTION_SPECIFIC: [&str; 5] = [
+            "connection",
+            "upgrade",
+            "keep-alive",
+            "proxy-connection",
+            "transfer-encoding",
+        ];
+        if CONNECTION_SPECIFIC
+            .iter()
+            .any(|name| self.header_values(name).next().is_some())
+            || self
+                .header_values("te")
+                .any(|v| v.trim_ascii() != b"trailers")
+        {
+            return Err(ServerError::Malformed);
+        }
+        if self
+            .header_values("content-length")
+            .any(|v| v.trim_ascii() != b"0")
+        {
+            return Err(ServerError::RequestBody);
+        }
+        // RFC 8441 5: "The HTTP/2 request MUST include a sec-websocket-version header with
+        // the value 13" (as RFC 6455 4.1 item 9 asks of HTTP/1.1).
+        let mut versions = self.header_values("sec-websocket-version");
+        match (versions.next(), versions.next()) {
+            (Some(v), None) if v.trim_ascii() == b"13" => Ok(()),
+            _ => Err(ServerError::Http2Version),
+        }
+    }
+
+    /// Whether this request came over HTTP/2 as an extended CONNECT (RFC 8441): it is
+    /// answered with 200 and no `Sec-WebSocket-Accept`, and its [`key`](Request::key) is
+    /// empty.
+    pub fn is_http2(&self) -> bool {
+        self.authority.is_some()
     }
 
     /// Checks the WebSocket requirements of RFC 6455 4.2.1; returns the key's range.
@@ -493,9 +638,12 @@ impl Request {
             .map(|(_, v)| &self.head[v.clone()])
     }
 
-    /// The `Host` header's value.
+    /// The `Host` header's value; for an HTTP/2 request, its `:authority`.
     pub fn host(&self) -> &[u8] {
-        self.header("host").unwrap_or_default()
+        match &self.authority {
+            Some(authority) => &self.head[authority.clone()],
+            None => self.header("host").unwrap_or_default(),
+        }
     }
 
     /// The `Origin` header's value, if the request has one.
@@ -503,7 +651,8 @@ impl Request {
         self.header("origin")
     }
 
-    /// The `Sec-WebSocket-Key` value (validated).
+    /// The `Sec-WebSocket-Key` value (validated); empty for an HTTP/2 request, which has
+    /// none.
     pub fn key(&self) -> &[u8] {
         &self.head[self.key.clone()]
     }
@@ -522,6 +671,10 @@ impl Request {
 
     /// Accepts the upgrade: runs the origin check, selects a subprotocol, negotiates
     /// extensions and writes the 101 response.
+    ///
+    /// An HTTP/2 request ([`is_http2`](Request::is_http2)) has no HTTP/1.1 response: its
+    /// [`Accepted::response`] is empty. Answer it through the HTTP/2 implementation with
+    /// the status and fields of [`agreement`](Request::agreement).
     pub fn accept(self, config: &ServerConfig) -> Result<Accepted, ServerError> {
         self.accept_with_headers(config, &[])
     }
@@ -546,42 +699,37 @@ impl Request {
                 "transfer-encoding",
             ],
         )?;
-        let agreement = self.agree(config)?;
+        let agreement = self.agreement(config)?;
 
-        let mut response = Vec::with_capacity(160);
-        http::put_status_line(&mut response, 101);
-        http::put_header(&mut response, "Upgrade", b"websocket");
-        http::put_header(&mut response, "Connection", b"Upgrade");
-        http::put_header(
-            &mut response,
-            "Sec-WebSocket-Accept",
-            agreement.accept.as_bytes(),
-        );
-        if let Some(p) = &agreement.subprotocol {
-            http::put_header(&mut response, "Sec-WebSocket-Protocol", p.as_bytes());
+        let mut response = Vec::new();
+        if !self.is_http2() {
+            response.reserve(160);
+            http::put_status_line(&mut response, agreement.status);
+            for (name, value) in &agreement.headers {
+                http::put_header(&mut response, name, value.as_bytes());
+            }
+            for (name, value) in headers {
+                http::put_header(&mut response, name, value.as_bytes());
+            }
+            response.extend_from_slice(b"\r\n");
         }
-        #[cfg(feature = "deflate")]
-        if let Some((_, value)) = &agreement.deflate {
-            http::put_header(&mut response, "Sec-WebSocket-Extensions", value.as_bytes());
-        }
-        for (name, value) in headers {
-            http::put_header(&mut response, name, value.as_bytes());
-        }
-        response.extend_from_slice(b"\r\n");
 
         Ok(Accepted {
             response,
             subprotocol: agreement.subprotocol,
             #[cfg(feature = "deflate")]
-            deflate: agreement.deflate.map(|(params, _)| params),
+            deflate: agreement.deflate,
             leftover: self.leftover,
         })
     }
 
-    /// Everything accepting decides, before it is written as a response: runs the origin
-    /// check, selects a subprotocol and negotiates extensions. [`accept`](Request::accept)
-    /// writes it as bytes; the hyper layer as an `http::Response`.
-    pub(crate) fn agree(&self, config: &ServerConfig) -> Result<Agreement, ServerError> {
+    /// Everything accepting decides, as a status and response fields for an HTTP server
+    /// that writes its own responses (hyper, an HTTP/2 implementation): runs the origin
+    /// check, selects a subprotocol and negotiates extensions. An HTTP/1.1 request gets
+    /// 101 with `Upgrade`, `Connection` and `Sec-WebSocket-Accept`; an HTTP/2 request
+    /// (RFC 8441 5) gets 200 with only the negotiated `Sec-WebSocket-Protocol` and
+    /// `Sec-WebSocket-Extensions`. [`accept`](Request::accept) writes the same as bytes.
+    pub fn agreement(&self, config: &ServerConfig) -> Result<Agreement, ServerError> {
         if let Some(check) = &config.origin_check {
             let mut origins = self.header_values("origin");
             let origin = match (origins.next(), origins.next()) {
@@ -616,11 +764,31 @@ impl Request {
             None => None,
         };
 
+        let mut headers = Vec::with_capacity(5);
+        let status = if self.is_http2() {
+            // RFC 8441 5: "the server replies with a 200 status code"; the key and accept
+            // fields are not used.
+            200
+        } else {
+            headers.push(("Upgrade", "websocket".to_owned()));
+            headers.push(("Connection", "Upgrade".to_owned()));
+            headers.push(("Sec-WebSocket-Accept", accept_key(self.key())));
+            101
+        };
+        if let Some(p) = &subprotocol {
+            headers.push(("Sec-WebSocket-Protocol", p.clone()));
+        }
+        #[cfg(feature = "deflate")]
+        let deflate = negotiated.map(|(params, value)| {
+            headers.push(("Sec-WebSocket-Extensions", value));
+            params
+        });
         Ok(Agreement {
-            accept: accept_key(self.key()),
+            status,
+            headers,
             subprotocol,
             #[cfg(feature = "deflate")]
-            deflate: negotiated,
+            deflate,
         })
     }
 
@@ -643,15 +811,58 @@ impl Request {
     }
 }
 
-/// What accepting a request decided ([`Request::agree`]), before it is written out.
-pub(crate) struct Agreement {
-    /// The `Sec-WebSocket-Accept` value.
-    pub(crate) accept: String,
+/// What accepting a request decided ([`Request::agreement`]), before it is written out:
+/// the response's status and fields, and what the connection runs with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Agreement {
+    /// 101 for an HTTP/1.1 upgrade, 200 for an HTTP/2 extended CONNECT.
+    pub status: u16,
+    /// The response's header fields, in order, names as RFC 6455 spells them (HTTP/2
+    /// implementations lowercase them).
+    pub headers: Vec<(&'static str, String)>,
     /// The selected subprotocol, if any.
-    pub(crate) subprotocol: Option<String>,
-    /// The agreed permessage-deflate parameters and the `Sec-WebSocket-Extensions` value.
+    pub subprotocol: Option<String>,
+    /// The agreed permessage-deflate parameters, if the extension was negotiated.
     #[cfg(feature = "deflate")]
-    pub(crate) deflate: Option<(DeflateParams, String)>,
+    pub deflate: Option<DeflateParams>,
+}
+
+/// A header field's name and value, as ranges of a [`Request`]'s head.
+type Field = (Range<usize>, Range<usize>);
+
+/// Copies header fields into `head` as (name, value) ranges, under the limits of `config`:
+/// at most [`ServerConfig::max_headers`] fields and [`ServerConfig::max_request_size`]
+/// bytes counted over names and values plus `size` (what came before them). The limits
+/// are checked before each field is copied.
+fn collect_fields<'h, I>(
+    head: &mut Vec<u8>,
+    mut size: usize,
+    headers: I,
+    config: &ServerConfig,
+) -> Result<Vec<Field>, ServerError>
+where
+    I: IntoIterator<Item = (&'h str, &'h [u8])>,
+{
+    if size > config.max_request_size {
+        return Err(ServerError::RequestTooLarge);
+    }
+    let mut ranges = Vec::new();
+    for (name, value) in headers {
+        size += name.len() + value.len();
+        if ranges.len() == config.max_headers {
+            return Err(ServerError::TooManyHeaders);
+        }
+        if size > config.max_request_size {
+            return Err(ServerError::RequestTooLarge);
+        }
+        let start = head.len();
+        head.extend_from_slice(name.as_bytes());
+        let middle = head.len();
+        head.extend_from_slice(value);
+        ranges.push((start..middle, middle..head.len()));
+    }
+    Ok(ranges)
 }
 
 /// RFC 6455 4.1: "The method of the request MUST be GET, and the HTTP version MUST be at

@@ -9,6 +9,14 @@
 # BROWSER_SERVER_ARGS are passed to the example (e.g. "--no-deflate"); BROWSER_EXPECT_DEFLATE=1
 # or 0 makes the page check that permessage-deflate was (or was not) agreed.
 #
+# BROWSER_H2=1: WebSockets over HTTP/2 (RFC 8441). Builds and starts `--example axum_h2`
+# (axum with HTTP/1.1 and HTTP/2 over TLS, a fresh self-signed certificate, 127.0.0.1:9443);
+# Chromium loads https://localhost:9443/ over h2 and opens wss:// to /ws (deflate) and
+# /ws/plain (none) on that connection; the server's log must record both as HTTP/2
+# extended CONNECTs, none as an HTTP/1.1 upgrade, and both closed with 1000. With a URL
+# (https://localhost:PORT/), BROWSER_CERT names that server's certificate (PEM) and the
+# log check is the server's own business.
+#
 # Environment: BROWSER_SERVER_CMD runs that command (exec'd) as the server instead of the
 # example, still expected on 127.0.0.1:9001 (e.g. the Python peer:
 # "tests/interop/.venv/bin/python tests/interop/py_echo_server.py 9001"). CHROMIUM=/path
@@ -17,7 +25,19 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-port=9001
+h2="${BROWSER_H2:-0}"
+if [[ "$h2" == 1 ]]; then
+    port=9443
+    example=axum_h2
+    features=(--features axum,tokio-rustls)
+    cert="$(mktemp -t rapidws-browser-cert.XXXXXX)"
+    example_args="--port $port --write-cert $(printf '%q' "$cert")"
+else
+    port=9001
+    example=echo_server
+    features=()
+    example_args="${BROWSER_SERVER_ARGS:-}"
+fi
 
 if [[ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]]; then
     echo "browser.sh: no Chromium at ${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)" >&2
@@ -33,6 +53,7 @@ cleanup() {
         kill -9 "$server_pid" 2>/dev/null || true
     fi
     [[ -z "$server_pid" ]] || wait "$server_pid" 2>/dev/null || true
+    [[ -z "${cert:-}" ]] || rm -f "$cert"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -48,9 +69,9 @@ if [[ -z "$url" ]]; then
     if [[ -n "${BROWSER_SERVER_CMD:-}" ]]; then
         cmd="$BROWSER_SERVER_CMD"
     else
-        (cd "$repo" && cargo build --release --example echo_server)
-        exe="${CARGO_TARGET_DIR:-$repo/target}/release/examples/echo_server"
-        cmd="$(printf '%q' "$exe") ${BROWSER_SERVER_ARGS:-}"
+        (cd "$repo" && cargo build --release --example "$example" "${features[@]}")
+        exe="${CARGO_TARGET_DIR:-$repo/target}/release/examples/$example"
+        cmd="$(printf '%q' "$exe") $example_args"
     fi
     log="$(mktemp -t rapidws-browser-server.XXXXXX)"
     echo "browser.sh: starting server: $cmd (log $log)"
@@ -66,11 +87,35 @@ if [[ -z "$url" ]]; then
         sleep 0.1
     done
     port_open "$port" || { echo "browser.sh: nothing listens on $port after 30 s" >&2; exit 1; }
-    url="ws://127.0.0.1:$port/"
+    if [[ "$h2" == 1 ]]; then url="https://localhost:$port/"; else url="ws://127.0.0.1:$port/"; fi
 fi
 
 rc=0
-node "$here/browser_test.js" "$url" || rc=$?
+if [[ "$h2" == 1 ]]; then
+    # The certificate of the server started here; for a server given by URL, BROWSER_CERT.
+    if [[ -n "$server_pid" ]]; then export BROWSER_CERT="$cert"; fi
+    node "$here/browser_test.js" "$url" || rc=$?
+else
+    node "$here/browser_test.js" "$url" || rc=$?
+fi
+if [[ "$h2" == 1 && -n "$server_pid" ]]; then
+    # What the server recorded of each WebSocket: the form it came in and how it closed
+    # (the close is logged once the stream has ended, which may trail the browser's
+    # close event a little).
+    for _ in $(seq 1 50); do
+        (($(grep -c "^websocket closed:" "$log" || true) >= 2)) && break
+        sleep 0.1
+    done
+    h2_opens=$(grep -c "^websocket open: HTTP/2 extended CONNECT" "$log" || true)
+    h1_opens=$(grep -c "^websocket open: HTTP/1.1 upgrade" "$log" || true)
+    clean=$(grep -c "^websocket closed: Some(1000)" "$log" || true)
+    echo "browser.sh: the server recorded $h2_opens HTTP/2 extended CONNECT(s), $h1_opens HTTP/1.1 upgrade(s), $clean close(s) with 1000"
+    if ((h2_opens != 2 || h1_opens != 0 || clean != 2)); then
+        echo "browser.sh: expected 2 WebSockets over HTTP/2, none over HTTP/1.1, both closed with 1000:" >&2
+        tail -n 20 "$log" >&2
+        rc=1
+    fi
+fi
 if [[ -n "$server_pid" ]] && ! kill -0 "$server_pid" 2>/dev/null; then
     echo "browser.sh: the server died during the test:" >&2
     tail -n 20 "$log" >&2

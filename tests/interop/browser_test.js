@@ -10,7 +10,19 @@
 // waiting (echoes must come back complete and in order), then a close with 1000 that the
 // server must answer with 1000 (wasClean). Prints PASS and exits 0, or FAIL and exits 1.
 // Bounded by a 90 s timer. Chromium: CHROMIUM=/path (default /usr/bin/chromium).
+//
+//   BROWSER_CERT=cert.pem node tests/interop/browser_test.js https://localhost:9443/
+//
+// HTTP/2 mode (RFC 8441): loads the page at that https:// URL from the server itself (an
+// app with HTTP/1.1 and HTTP/2 over TLS, examples/axum_h2.rs), checks that it came over
+// h2, and runs the same checks on wss://<same origin>/ws (permessage-deflate expected)
+// and on wss://<same origin>/ws/plain (declined), which Chromium opens as streams of that
+// HTTP/2 connection. BROWSER_CERT is the server's self-signed certificate, trusted by its
+// public key hash (--ignore-certificate-errors-spki-list) so the connection is a valid
+// one to Chromium. Whether the WebSockets really came as extended CONNECTs is what the
+// server records (browser.sh checks its log).
 'use strict';
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const http = require('node:http');
 const os = require('node:os');
@@ -18,18 +30,18 @@ const path = require('node:path');
 const { chromium } = require('playwright-core');
 
 const wsUrl = process.argv[2];
-if (!wsUrl || !/^ws:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?\//.test(wsUrl)) {
-  console.error('usage: browser_test.js ws://127.0.0.1:PORT/   (loopback only)');
+const loopback = /^(ws|https):\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?\//;
+if (!wsUrl || !loopback.test(wsUrl)) {
+  console.error('usage: browser_test.js ws://127.0.0.1:PORT/ | https://localhost:PORT/   (loopback only)');
   process.exit(2);
 }
+// https://: the HTTP/2 mode (see the header).
+const h2Origin = wsUrl.startsWith('https://') ? new URL(wsUrl).origin : null;
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 const deadline = setTimeout(() => finish(false, 'timed out after 90 s'), 90_000);
 
 // The page's test, run in the browser. Resolves to {ok, log}.
-const PAGE = `<!doctype html>
-<meta charset="utf-8">
-<title>rapidws browser interop</title>
-<script>
+const TEST_SCRIPT = `
 window.runTest = async function (url, expectDeflate) {
   const log = [];
   const ws = new WebSocket(url);
@@ -99,7 +111,11 @@ window.runTest = async function (url, expectDeflate) {
   log.push('close 1000 ok');
   return log;
 };
-</script>
+`;
+const PAGE = `<!doctype html>
+<meta charset="utf-8">
+<title>rapidws browser interop</title>
+<script>${TEST_SCRIPT}</script>
 `;
 
 let server = null;
@@ -118,27 +134,59 @@ async function finish(ok, message) {
   process.exit(ok ? 0 : 1);
 }
 
+// The base64 SHA-256 of a PEM certificate's SubjectPublicKeyInfo, as Chromium's
+// --ignore-certificate-errors-spki-list wants it.
+function spkiHash(pemPath) {
+  const cert = new crypto.X509Certificate(fs.readFileSync(pemPath));
+  const spki = cert.publicKey.export({ type: 'spki', format: 'der' });
+  return crypto.createHash('sha256').update(spki).digest('base64');
+}
+
 async function main() {
-  server = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-    res.end(PAGE);
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const pageUrl = `http://127.0.0.1:${server.address().port}/`;
+  let pageUrl;
+  const args = [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+    '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync',
+  ];
+  if (h2Origin) {
+    pageUrl = wsUrl;
+    if (process.env.BROWSER_CERT) {
+      args.push(`--ignore-certificate-errors-spki-list=${spkiHash(process.env.BROWSER_CERT)}`);
+    }
+  } else {
+    server = http.createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      res.end(PAGE);
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    pageUrl = `http://127.0.0.1:${server.address().port}/`;
+  }
 
   userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rapidws-chromium-'));
   context = await chromium.launchPersistentContext(userDataDir, {
     executablePath,
     headless: true,
-    args: [
-      '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync',
-    ],
+    args,
   });
   const page = context.pages()[0] || await context.newPage();
   page.on('console', (m) => console.log(`[page] ${m.text()}`));
   page.on('pageerror', (e) => console.log(`[page error] ${e.message}`));
   await page.goto(pageUrl);
+  if (h2Origin) {
+    const protocol = await page.evaluate(() => performance.getEntriesByType('navigation')[0].nextHopProtocol);
+    if (protocol !== 'h2') throw new Error(`the page came over ${protocol}, not h2`);
+    console.log(`chromium loaded ${pageUrl} over ${protocol}`);
+    await page.addScriptTag({ content: TEST_SCRIPT });
+    const host = new URL(h2Origin).host;
+    for (const [route, expectDeflate] of [['/ws', true], ['/ws/plain', false]]) {
+      const url = `wss://${host}${route}`;
+      console.log(`testing ${url} (permessage-deflate ${expectDeflate ? 'expected' : 'declined'})`);
+      const log = await page.evaluate(([u, e]) => window.runTest(u, e), [url, expectDeflate]);
+      for (const line of log) console.log(`  ${line}`);
+    }
+    await finish(true);
+    return;
+  }
   console.log(`chromium ${context.browser() ? context.browser().version() : ''} loaded ${pageUrl}; testing ${wsUrl}`);
   // BROWSER_EXPECT_DEFLATE=1/0 checks the negotiated extension; unset, anything goes.
   const expect = process.env.BROWSER_EXPECT_DEFLATE;
