@@ -148,6 +148,7 @@ impl From<connection::Error> for Error {
             #[cfg(feature = "deflate")]
             connection::Error::Deflate(d) => Error::Deflate(d),
             connection::Error::Timeout(t) => Error::Timeout(t),
+            connection::Error::Eof => Error::Io(io::ErrorKind::UnexpectedEof.into()),
         }
     }
 }

@@ -135,7 +135,7 @@ where
         .map_err(hyper_error)?;
     let conn = Connection::open(
         Role::Client,
-        &config.connection,
+        std::sync::Arc::new(config.connection.clone()),
         tokio::time::Instant::now().into_std(),
         #[cfg(feature = "deflate")]
         upgraded.deflate.zip(config.handshake.deflate.as_ref()),

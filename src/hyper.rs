@@ -260,7 +260,7 @@ impl Future for UpgradeFuture {
         let deflate = this.deflate.take();
         Poll::Ready(Ok(crate::tokio::open_server(
             TokioIo::new(upgraded),
-            &this.connection,
+            std::sync::Arc::new(this.connection.clone()),
             #[cfg(feature = "deflate")]
             deflate.as_ref().map(|(params, config)| (*params, config)),
             // hyper's Upgraded replays whatever it read past the request head.

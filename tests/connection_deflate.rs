@@ -102,7 +102,7 @@ fn inflate_stops_at_max_message_size() {
         drain(&mut peer),
         vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::TOO_BIG,
-            ""
+            "message too big"
         ))))]
     );
 }

@@ -331,7 +331,8 @@ fn expect_failure(bytes: &[u8], role: Role, code: u16, err: ProtocolError) {
         drain(&mut peer),
         vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode(code),
-            ""
+            // A limit says which one it was; other failures carry the code alone.
+            if code == 1009 { "message too big" } else { "" }
         ))))]
     );
 }
@@ -402,7 +403,7 @@ fn message_over_limit_in_fragments_fails_with_1009() {
         drain(&mut p.client),
         vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
             CloseCode::TOO_BIG,
-            ""
+            "message too big"
         ))))]
     );
 }
@@ -469,9 +470,18 @@ fn keepalive_ping_then_pong_timeout() {
     let ping = conn.poll_transmit().unwrap();
     assert_eq!(ping.header(), &[0x89, 0x00]);
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(15)));
-    conn.handle_timeout(t0 + Duration::from_secs(15));
+    let t15 = t0 + Duration::from_secs(15);
+    conn.handle_timeout(t15);
     assert_eq!(drain(&mut conn), vec![Err(Error::Timeout(Timeout::Pong))]);
-    assert!(conn.is_closed());
+    assert!(conn.is_closed() && !conn.is_done());
+    // Our close tells the peer why (1001), then the teardown lingers for its deadline.
+    let mut wire = Vec::new();
+    conn.write_pending(&mut wire);
+    assert_eq!(&wire[..4], &[0x88, 31, 0x03, 0xe9], "{wire:x?}");
+    assert_eq!(&wire[4..], b"no pong to the keepalive ping");
+    assert_eq!(conn.poll_timeout(), Some(t15 + Duration::from_secs(1)));
+    conn.handle_timeout(t15 + Duration::from_secs(1));
+    assert!(conn.is_done());
     assert_eq!(conn.poll_timeout(), None);
 }
 
@@ -505,7 +515,9 @@ fn close_handshake_times_out() {
 
 #[test]
 fn close_after_a_quiet_spell_waits_the_close_timeout_from_the_call() {
-    let quiet = Config::default().with_keepalive(None, Duration::from_secs(30));
+    let quiet = Config::default()
+        .with_keepalive(None, Duration::from_secs(30))
+        .with_idle_timeout(None);
     let mut p = Pair::with(quiet.clone(), quiet);
     let t0 = p.now;
     p.client.send_text("hello").unwrap();
@@ -544,21 +556,79 @@ fn idle_timeout_closes_with_1001() {
     let t0 = Instant::now();
     let mut conn = Connection::new(Role::Server, cfg, t0);
     conn.handle_bytes(t0 + Duration::from_secs(30), &[0x89, 0x80, 0, 0, 0, 0]);
+    // A whole frame (the ping) is progress once decoded.
+    assert_eq!(drain(&mut conn).len(), 1);
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(90)));
     conn.handle_timeout(t0 + Duration::from_secs(90));
     let evs = drain(&mut conn);
     assert_eq!(evs.last(), Some(&Err(Error::Timeout(Timeout::Idle))));
     let mut wire = Vec::new();
     conn.write_pending(&mut wire);
-    assert!(wire.ends_with(&[0x88, 0x02, 0x03, 0xe9]), "{wire:x?}");
+    assert!(wire.ends_with(b"\x88\x0e\x03\xe9idle timeout"), "{wire:x?}");
 }
 
 #[test]
-fn the_default_keepalive_is_the_only_timer_until_close() {
+fn a_trickle_of_bytes_is_no_progress_for_the_idle_timer() {
+    let mut cfg = Config::default().with_keepalive(None, Duration::from_secs(30));
+    cfg.idle_timeout = Some(Duration::from_secs(60));
+    let t0 = Instant::now();
+    let mut conn = Connection::new(Role::Server, cfg, t0);
+    // One byte of a frame header every 25 s never completes a frame.
+    let frame = [0x82u8, 0xfe, 0x10, 0x00, 1, 2, 3, 4];
+    let mut t = t0;
+    for b in frame {
+        t += Duration::from_secs(25);
+        if t >= t0 + Duration::from_secs(60) {
+            break;
+        }
+        conn.handle_bytes(t, &[b]);
+        assert!(drain(&mut conn).is_empty());
+    }
+    assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(60)));
+    conn.handle_timeout(t0 + Duration::from_secs(60));
+    assert_eq!(drain(&mut conn), vec![Err(Error::Timeout(Timeout::Idle))]);
+}
+
+#[test]
+fn a_fragmented_message_must_complete_within_the_message_timeout() {
+    let cfg = Config::default()
+        .with_keepalive(None, Duration::from_secs(30))
+        .with_idle_timeout(None)
+        .with_message_timeout(Some(Duration::from_secs(30)));
+    let mut p = Pair::with(Config::default(), cfg);
+    let t0 = p.now;
+    p.client.begin_message(MessageKind::Text).unwrap();
+    p.client.send_chunk(b"first part, ").unwrap();
+    pump(&mut p.client, &mut p.server, t0);
+    assert!(drain(&mut p.server).is_empty());
+    assert_eq!(p.server.poll_timeout(), Some(t0 + Duration::from_secs(30)));
+    // More fragments do not move the deadline: it counts from the first.
+    p.client.send_chunk(b"second part").unwrap();
+    pump(&mut p.client, &mut p.server, t0 + Duration::from_secs(20));
+    assert!(drain(&mut p.server).is_empty());
+    p.server.handle_timeout(t0 + Duration::from_secs(30));
+    assert_eq!(
+        drain(&mut p.server),
+        vec![Err(Error::Timeout(Timeout::Message))]
+    );
+    pump(&mut p.server, &mut p.client, t0 + Duration::from_secs(30));
+    assert_eq!(
+        drain(&mut p.client),
+        vec![Ok(OwnedEvent::Close(Some(CloseFrame::new(
+            CloseCode::POLICY,
+            "message not completed in time"
+        ))))]
+    );
+}
+
+#[test]
+fn the_default_keepalive_comes_first_and_no_timer_runs_when_all_are_off() {
     let t0 = Instant::now();
     let conn = Connection::new(Role::Client, Config::default(), t0);
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(30)));
-    let quiet = Config::default().with_keepalive(None, Duration::from_secs(30));
+    let quiet = Config::default()
+        .with_keepalive(None, Duration::from_secs(30))
+        .with_idle_timeout(None);
     let conn = Connection::new(Role::Client, quiet, t0);
     assert_eq!(conn.poll_timeout(), None);
 }

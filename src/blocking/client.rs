@@ -1,6 +1,5 @@
 //! Client side: URL, TCP connect (direct or through a proxy) and the opening handshake.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
@@ -10,7 +9,7 @@ use crate::error::Error;
 use crate::handshake::{ClientHandshake, ClientRequest};
 use crate::url::{UrlError, WsUrl};
 
-use super::net::{HANDSHAKE_READ, connect_tcp, read_some};
+use super::net::{HANDSHAKE_READ, Transport, connect_tcp, read_some};
 use super::ws::WebSocket;
 
 /// Connects to a `ws://host[:port]/path` URL over TCP (each resolved address in turn,
@@ -51,7 +50,7 @@ pub(super) fn open_stream(
 
 /// Runs the client side of the opening handshake on a connected `stream` (TLS or other),
 /// for `host` (the `Host` header) and `path` (with query).
-pub fn client_handshake<S: Read + Write>(
+pub fn client_handshake<S: Transport>(
     stream: S,
     host: &str,
     path: &str,
@@ -62,7 +61,7 @@ pub fn client_handshake<S: Read + Write>(
 
 /// The client handshake on `stream` for `host` and `path`, with what `config` adds to the
 /// request.
-pub(super) fn run_client_handshake<S: Read + Write>(
+pub(super) fn run_client_handshake<S: Transport>(
     mut stream: S,
     host: &str,
     path: &str,

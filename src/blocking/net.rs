@@ -1,11 +1,117 @@
-//! TCP plumbing for the client: resolve, connect with a timeout, set the socket options;
-//! and the one read helper every handshake uses.
+//! TCP plumbing: what the layer needs of a stream ([`Transport`]), resolving and
+//! connecting with a timeout, and the one read helper every handshake uses.
 
-use std::io::{self, Read};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::time::Duration;
 
 use crate::config::ClientConfig;
 use crate::error::Error;
+
+/// What the blocking layer needs of a stream besides `Read + Write`: shutting its write
+/// half down (RFC 6455 7.1.1's teardown: a TCP FIN, with TLS a close_notify first), and
+/// its read timeout, which the layer shortens while a deadline of the connection comes
+/// sooner (the keepalive, the close handshake, the teardown), so that these run within a
+/// blocking `read` as they do in the tokio layer.
+///
+/// Implemented for `TcpStream`, `UnixStream`, rustls's `StreamOwned` over a transport
+/// (feature `rustls`), and mutable references and boxes of them. For another stream,
+/// say what it can do: one that cannot shut down or time out keeps the defaults, and the
+/// connection's deadlines then run when a read returns.
+pub trait Transport: Read + Write {
+    /// Shuts the write half down. Default: nothing (the stream closes when dropped).
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    /// The current read timeout. Default: `None`.
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(None)
+    }
+    /// Sets the read timeout. Default: unsupported (an error, and the layer leaves it).
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let _ = timeout;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+impl Transport for TcpStream {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        TcpStream::read_timeout(self)
+    }
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+#[cfg(unix)]
+impl Transport for std::os::unix::net::UnixStream {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        std::os::unix::net::UnixStream::read_timeout(self)
+    }
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        std::os::unix::net::UnixStream::set_read_timeout(self, timeout)
+    }
+}
+
+#[cfg(feature = "rustls")]
+impl<T: Transport> Transport for rustls::StreamOwned<rustls::ClientConnection, T> {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.conn.send_close_notify();
+        self.flush()?;
+        self.sock.shutdown_write()
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        self.sock.read_timeout()
+    }
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.set_read_timeout(timeout)
+    }
+}
+
+#[cfg(feature = "rustls")]
+impl<T: Transport> Transport for rustls::StreamOwned<rustls::ServerConnection, T> {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.conn.send_close_notify();
+        self.flush()?;
+        self.sock.shutdown_write()
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        self.sock.read_timeout()
+    }
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.set_read_timeout(timeout)
+    }
+}
+
+impl<T: Transport + ?Sized> Transport for &mut T {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        (**self).shutdown_write()
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        (**self).read_timeout()
+    }
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        (**self).set_read_timeout(timeout)
+    }
+}
+
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        (**self).shutdown_write()
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        (**self).read_timeout()
+    }
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        (**self).set_read_timeout(timeout)
+    }
+}
 
 /// Bytes read from the socket per call while a handshake is in progress.
 pub(super) const HANDSHAKE_READ: usize = 2048;

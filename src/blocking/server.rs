@@ -1,6 +1,5 @@
 //! Server side: the opening handshake over any blocking stream.
 
-use std::io::{Read, Write};
 use std::time::Instant;
 
 use crate::codec::Role;
@@ -8,13 +7,13 @@ use crate::config::ServerConfig;
 use crate::error::Error;
 use crate::handshake::{Request, ServerHandshake};
 
-use super::net::{HANDSHAKE_READ, read_some};
+use super::net::{HANDSHAKE_READ, Transport, read_some};
 use super::ws::WebSocket;
 
 /// Runs the server side of the opening handshake on `stream`, accepting every valid
 /// request. An invalid request is answered with its HTTP error response before
 /// [`Error::ServerHandshake`] is returned. Bound the wait with the socket's read timeout.
-pub fn accept<S: Read + Write>(stream: S, config: &ServerConfig) -> Result<WebSocket<S>, Error> {
+pub fn accept<S: Transport>(stream: S, config: &ServerConfig) -> Result<WebSocket<S>, Error> {
     accept_with(stream, config, |_| Ok(()))
 }
 
@@ -27,7 +26,7 @@ pub fn accept_with<S, F>(
     check: F,
 ) -> Result<WebSocket<S>, Error>
 where
-    S: Read + Write,
+    S: Transport,
     F: FnOnce(&Request) -> Result<(), (u16, String)>,
 {
     let mut hs = ServerHandshake::new(&config.handshake);

@@ -1,8 +1,8 @@
 //! [`WebSocket`]: a connection over any blocking `Read + Write`.
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::time::Instant;
+use std::io;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
@@ -12,6 +12,8 @@ use crate::connection::{Config, Connection, SendError};
 use crate::deflate::{DeflateConfig, DeflateParams};
 use crate::error::Error;
 use crate::message::{CloseFrame, Message, Utf8Bytes};
+
+use super::net::Transport;
 
 /// Largest read asked of the socket while a large message streams in.
 const MAX_READ_CHUNK: usize = 256 * 1024;
@@ -40,13 +42,6 @@ fn trace_end(role: Role, error: Option<&Error>, close: Option<&CloseFrame>) {
 #[cfg(not(feature = "tracing"))]
 fn trace_end(_: Role, _: Option<&Error>, _: Option<&CloseFrame>) {}
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Open,
-    /// Closed or failed: nothing more is read.
-    Done,
-}
-
 /// A WebSocket connection over a blocking stream.
 ///
 /// [`read`](Self::read) returns the next message (pings are answered and closes echoed
@@ -62,21 +57,25 @@ pub struct WebSocket<S> {
     deflate: bool,
     read_buffer_size: usize,
     read_size: usize,
-    eof: bool,
-    state: State,
-    peer_close: Option<CloseFrame>,
+    /// The transport failed: the error to report once (the connection is done).
+    io_error: Option<io::Error>,
+    /// The end of the connection was reported.
+    ended: bool,
+    /// The read timeout the stream had before we shortened it to a deadline of the
+    /// connection, when we did (`None` inside: it had none).
+    user_read_timeout: Option<Option<Duration>>,
 }
 
 impl<S> fmt::Debug for WebSocket<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WebSocket")
             .field("role", &self.conn.role())
-            .field("state", &self.state)
+            .field("connection", &self.conn)
             .finish_non_exhaustive()
     }
 }
 
-impl<S: Read + Write> WebSocket<S> {
+impl<S: Transport> WebSocket<S> {
     /// Wraps a stream on which the opening handshake already happened; `leftover` are
     /// bytes read after the handshake head, if any.
     pub fn from_raw(stream: S, role: Role, config: &Config, leftover: &[u8]) -> Self {
@@ -101,7 +100,7 @@ impl<S: Read + Write> WebSocket<S> {
         let compressed = false;
         let conn = Connection::open(
             role,
-            config,
+            std::sync::Arc::new(config.clone()),
             now,
             #[cfg(feature = "deflate")]
             deflate,
@@ -131,9 +130,9 @@ impl<S: Read + Write> WebSocket<S> {
             deflate: false,
             read_buffer_size,
             read_size: read_buffer_size,
-            eof: false,
-            state: State::Open,
-            peer_close: None,
+            io_error: None,
+            ended: false,
+            user_read_timeout: None,
         }
     }
 
@@ -154,7 +153,7 @@ impl<S: Read + Write> WebSocket<S> {
 
     /// The peer's close frame, once received (code 1005 when it had none).
     pub fn close_frame(&self) -> Option<&CloseFrame> {
-        self.peer_close.as_ref()
+        self.conn.peer_close()
     }
 
     /// The underlying stream (to change its timeouts, for example).
@@ -180,6 +179,11 @@ impl<S: Read + Write> WebSocket<S> {
     /// Writes all pending output and flushes the stream. After a write timeout the
     /// unwritten rest is kept and written by the next call.
     pub fn flush(&mut self) -> Result<(), Error> {
+        self.write_out().map_err(Error::Io)
+    }
+
+    /// Writes all pending output and flushes the stream.
+    fn write_out(&mut self) -> io::Result<()> {
         if self.out_pos == self.out.len() {
             self.out.clear();
             self.out_pos = 0;
@@ -187,10 +191,10 @@ impl<S: Read + Write> WebSocket<S> {
         self.conn.write_pending(&mut self.out);
         while self.out_pos < self.out.len() {
             match self.stream.write(&self.out[self.out_pos..]) {
-                Ok(0) => return Err(Error::Io(io::ErrorKind::WriteZero.into())),
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.out_pos += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::Io(e)),
+                Err(e) => return Err(e),
             }
         }
         self.out.clear();
@@ -198,8 +202,7 @@ impl<S: Read + Write> WebSocket<S> {
         if self.out.capacity() > MAX_READ_CHUNK {
             self.out = Vec::new();
         }
-        self.stream.flush()?;
-        Ok(())
+        self.stream.flush()
     }
 
     /// Queues `msg` and writes it out. `Message::Close` starts the close handshake (then
@@ -247,11 +250,11 @@ impl<S: Read + Write> WebSocket<S> {
     }
 
     /// Closes: sends a close frame with `code` and `reason` (at most 123 bytes), then
-    /// reads (discarding data) until the peer's close arrives. With a socket read timeout
-    /// shorter than the close timeout, a silent peer ends the wait with
-    /// [`Error::Timeout`] when the close timeout passes. A client then waits for the
-    /// server to close TCP (RFC 6455 7.1.1); a server returns and the stream is closed
-    /// when dropped.
+    /// reads (discarding data) until the peer's close arrives and the teardown of RFC 6455
+    /// 7.1.1 is over (the server shuts TCP down first; a client waits for that), all within
+    /// the close timeout. `Err(Error::Timeout(Timeout::Close))` when the peer did not answer
+    /// in time. The deadlines are kept by shortening the socket's read timeout when it
+    /// would wait past them (see the [module docs](super#time)).
     pub fn close(&mut self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
         match self.conn.close(Instant::now(), code.into(), reason) {
             Ok(()) | Err(SendError::Closed) => {}
@@ -263,13 +266,10 @@ impl<S: Read + Write> WebSocket<S> {
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(()),
                 // Our close went out; the peer closing TCP instead of answering ends it too.
-                Err(e) if matches!(&e, Error::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof) =>
-                {
-                    return Ok(());
-                }
-                // A socket timeout: keep waiting while the close timer (run at each
-                // timed-out read) has not failed the connection.
-                Err(e) if e.is_would_block() && self.conn.config().close_timeout.is_some() => {}
+                Err(e) if e.is_unexpected_eof() => return Ok(()),
+                // The socket's own timeout passed: the connection's deadlines are kept
+                // by the reads themselves, so keep waiting.
+                Err(e) if e.is_would_block() => {}
                 Err(e) => return Err(e),
             }
         }
@@ -278,6 +278,12 @@ impl<S: Read + Write> WebSocket<S> {
     /// Reads the next message: text, binary, a ping or pong (already answered), or the
     /// peer's close (already echoed). `Ok(None)` once the connection has closed cleanly
     /// (and after an error has been returned).
+    ///
+    /// After the close, `read` carries out the teardown the connection asks for before it
+    /// returns `None` (RFC 6455 7.1.1: the server shuts its write half down first and waits
+    /// for the client's, the client waits for the server's); after a failure, it writes
+    /// our close frame, shuts down, and reads and drops what the peer still sends for a
+    /// short while (`Config::linger_timeout`) so the peer reads our close code.
     ///
     /// # Errors
     ///
@@ -288,67 +294,56 @@ impl<S: Read + Write> WebSocket<S> {
     /// frame. These end the connection.
     pub fn read(&mut self) -> Result<Option<Message>, Error> {
         loop {
-            if self.state == State::Done {
-                return Ok(None);
-            }
             match self.conn.poll_message() {
                 Some(Ok(msg)) => {
-                    if let Message::Close(c) = &msg {
-                        self.peer_close = Some(match c {
-                            Some(frame) => frame.clone(),
-                            None => CloseFrame::new(CloseCode(1005), ""),
-                        });
-                    }
-                    if self.conn.has_pending_output() {
-                        self.flush()?;
-                    }
-                    if self.conn.is_closed() {
-                        self.finish();
+                    if self.conn.has_pending_output()
+                        && let Err(e) = self.write_out()
+                    {
+                        self.transport_failed(e);
                     }
                     return Ok(Some(msg));
                 }
-                Some(Err(e)) => {
-                    // The close frame for the error is queued: send it, then stop.
-                    let e = Error::from(e);
-                    let _ = self.flush();
-                    trace_end(self.conn.role(), Some(&e), None);
-                    self.state = State::Done;
-                    return Err(e);
-                }
+                // The connection latched the error and started its teardown (our close
+                // with its code is queued): it is reported once that is over.
+                Some(Err(_)) => continue,
                 None => {}
             }
-            if self.conn.is_closed() {
-                self.flush()?;
-                self.finish();
-                continue;
-            }
-            if self.eof {
-                // RFC 6455 7.1.5: TCP closed without a close frame (status 1006).
-                self.state = State::Done;
-                let e = Error::Io(io::ErrorKind::UnexpectedEof.into());
-                trace_end(self.conn.role(), Some(&e), None);
-                return Err(e);
+            if self.conn.is_done() {
+                return self.finish();
             }
             self.run_timers();
-            if self.conn.has_pending_output() {
-                self.flush()?;
+            if self.conn.has_pending_output()
+                && let Err(e) = self.write_out()
+            {
+                if is_would_block(&e) {
+                    return Err(Error::Io(e));
+                }
+                self.transport_failed(e);
+                continue;
             }
-            if let Err(e) = self.fill() {
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) {
-                    // A socket timeout: due timers may now fail the connection (reported
-                    // by the next loop) or queue a keepalive ping.
+            if self.conn.wants_shutdown() {
+                // A failed shutdown means the peer is gone already: the read below finds
+                // its end.
+                let _ = self.stream.shutdown_write();
+                self.conn.handle_shutdown(Instant::now());
+                continue;
+            }
+            match self.fill() {
+                Ok(()) => {}
+                Err(e) if is_would_block(&e) => {
+                    // Either a deadline of the connection (the read timeout was shortened
+                    // to it) or the socket's own timeout: run what is due; the caller
+                    // hears of the socket's own only.
+                    let ours = self.user_read_timeout.is_some();
                     self.run_timers();
-                    if self.conn.is_closed() {
-                        continue;
-                    }
-                    if self.conn.has_pending_output() {
-                        self.flush()?;
+                    if !ours || self.conn.is_done() {
+                        if self.conn.is_done() {
+                            continue;
+                        }
+                        return Err(Error::Io(e));
                     }
                 }
-                return Err(Error::Io(e));
+                Err(e) => self.transport_failed(e),
             }
         }
     }
@@ -360,28 +355,72 @@ impl<S: Read + Write> WebSocket<S> {
         }
     }
 
-    /// The connection ended cleanly: a client waits (within the socket's read timeout)
-    /// for the server to close TCP first (RFC 6455 7.1.1).
-    fn finish(&mut self) {
-        if self.state == State::Done {
-            return;
+    /// The transport failed: nothing more can be exchanged; `e` is reported once.
+    fn transport_failed(&mut self, e: io::Error) {
+        self.conn.handle_transport_error();
+        self.io_error.get_or_insert(e);
+    }
+
+    /// The connection is done: what to report, once (`Ok(None)` after a clean close, and
+    /// on every call after the first).
+    fn finish(&mut self) -> Result<Option<Message>, Error> {
+        if !self.ended {
+            self.ended = true;
+            self.restore_read_timeout();
+            *self.conn.recv_buffer() = BytesMut::new();
         }
-        self.state = State::Done;
-        trace_end(self.conn.role(), None, self.peer_close.as_ref());
-        if self.conn.role() == Role::Client && !self.eof {
-            let mut buf = [0u8; 512];
-            for _ in 0..64 {
-                match self.stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-            }
+        let failure = self.conn.take_failure().map(Error::from);
+        let result = match (failure, self.io_error.take()) {
+            // The connection's own failure, if any, came first and is the one to tell.
+            (Some(e), _) => Err(e),
+            (None, Some(e)) => Err(Error::Io(e)),
+            (None, None) => Ok(None),
+        };
+        trace_end(
+            self.conn.role(),
+            result.as_ref().err(),
+            self.conn.peer_close(),
+        );
+        result
+    }
+
+    /// Before a read: when the connection has a deadline sooner than the socket's read
+    /// timeout would wake us, shortens the timeout to it (and remembers the socket's own).
+    fn arm_read_deadline(&mut self) {
+        let Some(deadline) = self.conn.poll_timeout() else {
+            return self.restore_read_timeout();
+        };
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        let own = match self.user_read_timeout {
+            Some(own) => own,
+            None => match self.stream.read_timeout() {
+                Ok(own) => own,
+                Err(_) => return,
+            },
+        };
+        if own.is_some_and(|own| own <= wait) {
+            // The socket wakes us first anyway.
+            return self.restore_read_timeout();
         }
-        *self.conn.recv_buffer() = BytesMut::new();
+        if self.stream.set_read_timeout(Some(wait)).is_ok() {
+            self.user_read_timeout = Some(own);
+        }
+    }
+
+    /// Puts the socket's own read timeout back after [`arm_read_deadline`] shortened it.
+    ///
+    /// [`arm_read_deadline`]: Self::arm_read_deadline
+    fn restore_read_timeout(&mut self) {
+        if let Some(own) = self.user_read_timeout.take() {
+            let _ = self.stream.set_read_timeout(own);
+        }
     }
 
     /// Reads once into the connection's receive buffer.
     fn fill(&mut self) -> io::Result<()> {
+        self.arm_read_deadline();
         // Room for the rest of a large frame is reserved in one step; the read fills at
         // most `read_size` of it, so the zeroing below never covers more than one read.
         let buf = self.conn.reserve_recv(self.read_size);
@@ -398,10 +437,10 @@ impl<S: Read + Write> WebSocket<S> {
             Ok(n) => {
                 buf.truncate(start + n);
                 if n == 0 {
-                    self.eof = true;
                     if buf.is_empty() {
                         *buf = BytesMut::new();
                     }
+                    self.conn.handle_eof(Instant::now());
                 } else {
                     self.conn.handle_received(Instant::now());
                     self.read_size = if n == want {
@@ -418,4 +457,11 @@ impl<S: Read + Write> WebSocket<S> {
             }
         }
     }
+}
+
+fn is_would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }

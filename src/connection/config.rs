@@ -64,8 +64,22 @@ pub struct Config {
     /// After sending a close, wait this long for the peer's. Default 5 s; `None` waits
     /// without a limit.
     pub close_timeout: Option<Duration>,
-    /// Close (1001) after this long without receiving anything. Default `None`.
+    /// Close (1001, "idle timeout") after this long without progress: a complete frame
+    /// (a pong to the keepalive ping counts), or 64 KiB of one. Bytes trickling in do not
+    /// count, so a peer cannot hold a connection with a byte now and then. Default 120 s.
     pub idle_timeout: Option<Duration>,
+    /// A fragmented message must complete within this long after its first frame, or the
+    /// connection closes with 1008 ("message not completed in time"): a peer cannot keep
+    /// a message, and the memory it holds, open forever. Default 30 s.
+    pub message_timeout: Option<Duration>,
+    /// After a failure (our close frame sent with its code), how long to go on reading and
+    /// discarding what the peer still sends before the transport is closed, so that the
+    /// peer reads our close code rather than a reset. Ends early at the peer's FIN.
+    /// Default 1 s; `None` waits for the FIN.
+    pub linger_timeout: Option<Duration>,
+    /// Most bytes read and discarded during that linger. Default 64 MiB (nothing is kept:
+    /// they cost reading time only).
+    pub linger_bytes: usize,
     /// Decode a receive buffer holding several complete frames in batches
     /// ([`crate::codec::DecoderConfig::batch`]): same events, less time per small frame.
     /// Default on; off decodes one frame per call.
@@ -104,7 +118,10 @@ impl Default for Config {
             keepalive_interval: Some(Duration::from_secs(30)),
             pong_timeout: Some(Duration::from_secs(30)),
             close_timeout: Some(Duration::from_secs(5)),
-            idle_timeout: None,
+            idle_timeout: Some(Duration::from_secs(120)),
+            message_timeout: Some(Duration::from_secs(30)),
+            linger_timeout: Some(Duration::from_secs(1)),
+            linger_bytes: 64 << 20,
             batch_decode: true,
             max_read_ahead: DEFAULT_MAX_READ_AHEAD,
             read_buffer_size: DEFAULT_READ_BUFFER_SIZE,
@@ -158,10 +175,20 @@ impl Config {
         self.pong_timeout = Some(pong_timeout);
         self
     }
-    /// Sets [`Config::idle_timeout`]: close (1001) after this long without receiving
-    /// anything.
+    /// Sets [`Config::idle_timeout`]: close (1001) after this long without progress.
     pub fn with_idle_timeout(mut self, t: Option<Duration>) -> Self {
         self.idle_timeout = t;
+        self
+    }
+    /// Sets [`Config::message_timeout`].
+    pub fn with_message_timeout(mut self, t: Option<Duration>) -> Self {
+        self.message_timeout = t;
+        self
+    }
+    /// Sets [`Config::linger_timeout`] and [`Config::linger_bytes`].
+    pub fn with_linger(mut self, t: Option<Duration>, bytes: usize) -> Self {
+        self.linger_timeout = t;
+        self.linger_bytes = bytes;
         self
     }
     /// Sets [`Config::close_timeout`]: how long to wait for the peer's close after ours

@@ -58,6 +58,7 @@
 //! ```
 
 mod config;
+mod lifecycle;
 mod prepared;
 mod receive;
 mod send;
@@ -73,6 +74,7 @@ pub use types::{Error, Event, OwnedEvent, SendError, Timeout, Transmit};
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -82,6 +84,10 @@ use crate::codec::{Decoder, DecoderConfig, Encoder, MessageKind};
 #[cfg(feature = "deflate")]
 use crate::deflate::PerMessageDeflate;
 use crate::deque::Deque;
+use crate::message::CloseFrame;
+
+use lifecycle::Phase;
+use timers::Timers;
 
 /// Buffers larger than this are freed once empty rather than kept for the next message.
 const RETAIN_CAPACITY: usize = 64 * 1024;
@@ -121,13 +127,18 @@ const RETAIN_CAPACITY: usize = 64 * 1024;
 /// once, a close frame with its code is queued, and the connection is closed at once.
 pub struct Connection {
     role: Role,
-    config: Config,
+    /// Shared by the connections of one server (`tokio::serve`), so an idle connection
+    /// does not carry its own copy.
+    config: Arc<Config>,
     decoder: Decoder,
     encoder: Encoder,
     /// Received bytes not yet consumed.
     rx: BytesMut,
     /// Bytes at the front of `rx` that the last event borrowed; dropped at the next call.
     rx_pending: usize,
+    /// `rx.len()` when the IO layer last got the buffer to read into: what
+    /// `handle_received` finds past it arrived with that read.
+    rx_mark: usize,
     /// Bytes at the front of `rx` that belong to a single-frame message still arriving
     /// (`Delivery::Whole`, uncompressed): decoded and unmasked, kept in place so that the
     /// whole message is lent or handed over from `rx` without a copy. 0 when none.
@@ -148,14 +159,25 @@ pub struct Connection {
     data_out: Deque<Transmit>,
     /// The fragmented message we are sending.
     sending: Option<OutMessage>,
-    close_sent: bool,
-    close_received: bool,
-    failed: bool,
-    pending_error: Option<Error>,
+    /// Where the connection is in its life (lifecycle.rs).
+    phase: Phase,
+    /// Our close frame is queued.
+    close_queued: bool,
+    /// The peer's close frame arrived.
+    close_in: bool,
+    /// The transport ended before the close handshake: what is buffered is delivered,
+    /// then the connection fails (RFC 6455 7.1.5).
+    input_eof: bool,
+    /// The peer's close frame (boxed: an open connection has none).
+    peer_close: Option<Box<CloseFrame>>,
+    /// The error that failed the connection, kept until taken.
+    failure: Option<Error>,
+    /// `failure` was reported by an event poll.
+    failure_reported: bool,
+    /// The time of the last input or call that passed one.
     now: Instant,
-    last_rx: Instant,
-    ping_sent_at: Option<Instant>,
-    close_sent_at: Option<Instant>,
+    /// The timers' state (timers.rs).
+    timers: Timers,
     /// Boxed: most connections never negotiate it, and its state would otherwise make
     /// every idle connection larger.
     #[cfg(feature = "deflate")]
@@ -183,9 +205,7 @@ impl core::fmt::Debug for Connection {
                 "queued_frames",
                 &(self.control_out.len() + self.data_out.len()),
             )
-            .field("close_sent", &self.close_sent)
-            .field("close_received", &self.close_received)
-            .field("failed", &self.failed)
+            .field("phase", &self.phase)
             .finish_non_exhaustive()
     }
 }
@@ -227,6 +247,11 @@ pub(crate) enum Raw {
 impl Connection {
     /// A connection for `role`, opened at `now`. Buffers are allocated when first needed.
     pub fn new(role: Role, config: Config, now: Instant) -> Self {
+        Self::with_config(role, Arc::new(config), now)
+    }
+
+    /// [`new`](Self::new) with settings shared with other connections.
+    pub(crate) fn with_config(role: Role, config: Arc<Config>, now: Instant) -> Self {
         let mut dc = DecoderConfig::new(role);
         dc.max_frame_size = config.max_frame_size;
         dc.max_message_size = config.max_message_size;
@@ -238,6 +263,7 @@ impl Connection {
             encoder: Encoder::new(role),
             rx: BytesMut::new(),
             rx_pending: 0,
+            rx_mark: 0,
             held: 0,
             held_start: 0,
             msg: Vec::new(),
@@ -247,14 +273,15 @@ impl Connection {
             control_out: VecDeque::new(),
             data_out: Deque::default(),
             sending: None,
-            close_sent: false,
-            close_received: false,
-            failed: false,
-            pending_error: None,
+            phase: Phase::Open,
+            close_queued: false,
+            close_in: false,
+            input_eof: false,
+            peer_close: None,
+            failure: None,
+            failure_reported: false,
             now,
-            last_rx: now,
-            ping_sent_at: None,
-            close_sent_at: None,
+            timers: Timers::new(now),
             #[cfg(feature = "deflate")]
             deflate: None,
         }
@@ -279,7 +306,7 @@ impl Connection {
     #[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
     pub(crate) fn open(
         role: Role,
-        config: &Config,
+        config: Arc<Config>,
         now: Instant,
         #[cfg(feature = "deflate")] deflate: Option<(
             crate::deflate::DeflateParams,
@@ -287,7 +314,7 @@ impl Connection {
         )>,
     ) -> Self {
         #[allow(unused_mut)]
-        let mut conn = Connection::new(role, config.clone(), now);
+        let mut conn = Connection::with_config(role, config, now);
         #[cfg(feature = "deflate")]
         if let Some((params, settings)) = deflate {
             conn.set_deflate(PerMessageDeflate::new(role, params, settings));
@@ -303,23 +330,5 @@ impl Connection {
     /// The settings.
     pub fn config(&self) -> &Config {
         &self.config
-    }
-
-    /// True once both closes have passed, a protocol error or timeout failed the
-    /// connection, or nothing more can happen. Flush the output, then drop the transport.
-    #[inline]
-    pub fn is_closed(&self) -> bool {
-        self.failed || (self.close_sent && self.close_received)
-    }
-
-    /// True once our close frame was queued (sends are refused from then on).
-    #[inline]
-    pub fn close_sent(&self) -> bool {
-        self.close_sent
-    }
-
-    /// True once the peer's close frame was received.
-    pub fn close_received(&self) -> bool {
-        self.close_received
     }
 }

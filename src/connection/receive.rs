@@ -18,17 +18,22 @@ impl Connection {
     /// Appends received bytes. `now` is the time they arrived.
     pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
         self.release();
-        if self.input_done() || data.is_empty() {
+        if data.is_empty() {
             return;
         }
+        if self.input_done() {
+            self.now = now;
+            return self.discard_received(data.len());
+        }
         self.rx.extend_from_slice(data);
-        self.note_received(now);
+        self.note_bytes(now, data.len());
     }
 
     /// The receive buffer, for reading into it without a copy: reserve, append (never
     /// change what is already there), then call [`handle_received`](Self::handle_received).
     pub fn recv_buffer(&mut self) -> &mut BytesMut {
         self.release();
+        self.rx_mark = self.rx.len();
         &mut self.rx
     }
 
@@ -61,29 +66,46 @@ impl Connection {
         } else if spare < read_size / 2 {
             self.rx.reserve(read_size);
         }
+        self.rx_mark = self.rx.len();
         &mut self.rx
     }
 
     /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
     pub fn handle_received(&mut self, now: Instant) {
+        let n = self.rx.len().saturating_sub(self.rx_mark);
+        self.rx_mark = self.rx.len();
         if self.input_done() {
-            self.rx = BytesMut::new();
+            // During the teardown what arrives is read and dropped, one read at a time.
+            self.now = now;
+            self.rx.clear();
             self.held = 0;
-            return;
+            self.rx_mark = 0;
+            return self.discard_received(n);
         }
-        self.note_received(now);
+        self.note_bytes(now, n);
     }
 
-    fn note_received(&mut self, now: Instant) {
-        self.now = now;
-        self.last_rx = now;
-        // Any bytes prove the peer alive: the keepalive ping has done its job.
-        self.ping_sent_at = None;
+    /// Received bytes not yet delivered.
+    #[inline]
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn buffered_input(&self) -> usize {
+        self.rx.len()
     }
 
-    /// Nothing received from now on matters: the peer closed, or we failed.
+    /// Nothing received from now on is delivered: the peer closed, or we failed.
+    #[inline]
     fn input_done(&self) -> bool {
-        self.failed || self.close_received
+        self.close_in || self.is_closed()
+    }
+
+    /// Drops everything received and not yet delivered (the connection failed or ended).
+    pub(super) fn clear_input(&mut self) {
+        self.rx = BytesMut::new();
+        self.rx_pending = 0;
+        self.rx_mark = 0;
+        self.held = 0;
+        self.msg = Vec::new();
+        self.timers.message_since = None;
     }
 
     /// Drops what the previous event borrowed.
@@ -369,7 +391,7 @@ impl Connection {
 
     fn next_raw(&mut self) -> Option<Result<Raw, Error>> {
         self.release();
-        if let Some(e) = self.pending_error.take() {
+        if let Some(e) = self.report_failure() {
             return Some(Err(e));
         }
         if self.input_done() {
@@ -382,12 +404,12 @@ impl Connection {
                 self.held = 0;
             }
             // Nothing new to decode (the IO layer asks once more before every read).
-            return None;
+            return self.end_of_input().map(Err);
         }
         loop {
             let decoded = match self.decoder.decode(&mut self.rx[self.held..]) {
                 Ok(d) => d,
-                Err(e) => return Some(Err(self.fail(Error::Protocol(e)))),
+                Err(e) => return Some(Err(self.fail_now(Error::Protocol(e)))),
             };
             let consumed = decoded.consumed;
             let Some(item) = decoded.item else {
@@ -396,11 +418,21 @@ impl Connection {
                 if self.held == 0 {
                     self.rx.advance(consumed);
                 }
-                return None;
+                return self.end_of_input().map(Err);
             };
             match item {
                 Item::Data(mut chunk) => {
-                    if self.close_sent {
+                    if chunk.frame_end {
+                        self.note_frame();
+                        // A fragmented message is open from the end of its first frame
+                        // to its last (the message timer).
+                        self.timers.message_since = match (chunk.message_end, chunk.first) {
+                            (true, _) => None,
+                            (false, true) => Some(self.now),
+                            (false, false) => self.timers.message_since,
+                        };
+                    }
+                    if self.close_queued {
                         // RFC 6455 1.4: after sending a close we only wait for the peer's;
                         // data still in flight from it is discarded.
                         self.rx.advance(self.held + consumed);
@@ -412,19 +444,20 @@ impl Connection {
                     match self.data(chunk, consumed) {
                         Ok(Some(raw)) => return Some(Ok(raw)),
                         Ok(None) => continue,
-                        Err(e) => return Some(Err(self.fail(e))),
+                        Err(e) => return Some(Err(self.fail_now(e))),
                     }
                 }
                 Item::Control(frame) => {
                     // Control frames come between frames, never inside a held one.
                     debug_assert_eq!(self.held, 0);
+                    self.note_frame();
                     self.rx_pending = consumed;
                     let payload = frame.payload;
                     return Some(Ok(match frame.kind {
                         ControlKind::Ping => {
                             // RFC 6455 5.5.2: "Upon receipt of a Ping frame, an endpoint MUST
                             // send a Pong frame in response" with "identical Application data".
-                            if self.config.auto_pong && !self.close_sent {
+                            if self.config.auto_pong && !self.close_queued {
                                 let data = Bytes::copy_from_slice(&self.rx[payload.clone()]);
                                 // The payload is at most 125 bytes, so this cannot fail on
                                 // length; a random-source failure only loses this pong.
@@ -434,17 +467,14 @@ impl Connection {
                         }
                         ControlKind::Pong => Raw::Pong(payload),
                         ControlKind::Close => {
-                            self.close_received = true;
-                            // RFC 6455 5.5.1: "If an endpoint receives a Close frame and did
-                            // not previously send a Close frame, the endpoint MUST send a
-                            // Close frame in response", typically echoing the status code.
-                            if !self.close_sent && self.config.auto_close {
-                                let code = parse_close_payload(&self.rx[payload.clone()])
-                                    .ok()
-                                    .flatten()
-                                    .map(|(c, _)| c);
-                                let _ = self.queue_close(code, "");
-                            }
+                            // The decoder checked the payload: a valid code and UTF-8
+                            // reason, or empty.
+                            let (code, reason) =
+                                match parse_close_payload(&self.rx[payload.clone()]) {
+                                    Ok(Some((code, reason))) => (Some(code), reason.to_owned()),
+                                    _ => (None, String::new()),
+                                };
+                            self.on_close_received(code, &reason);
                             Raw::Close(payload)
                         }
                     }));
@@ -607,19 +637,10 @@ impl Connection {
         }
     }
 
-    /// Fails the connection (RFC 6455 7.1.7): queue a close with the error's code if we
-    /// have not sent one, and stop.
-    pub(super) fn fail(&mut self, e: Error) -> Error {
-        if !self.close_sent
-            && let Some(code) = e.close_code()
-        {
-            let _ = self.queue_close(Some(code), "");
-        }
-        self.failed = true;
-        self.rx = BytesMut::new();
-        self.rx_pending = 0;
-        self.held = 0;
-        self.msg = Vec::new();
+    /// [`fail`](Self::fail) with the error reported now, by the poll that met it.
+    fn fail_now(&mut self, e: Error) -> Error {
+        self.fail(e.clone());
+        self.failure_reported = true;
         e
     }
 }

@@ -47,7 +47,7 @@ impl Connection {
     fn check_open(&self) -> Result<(), SendError> {
         // RFC 6455 5.5.1: "After sending a Close frame, the application MUST NOT send any
         // more data frames."
-        if self.close_sent || self.failed {
+        if self.close_queued || self.is_closed() {
             Err(SendError::Closed)
         } else {
             Ok(())
@@ -271,9 +271,9 @@ impl Connection {
         }
         let t = self.frame(true, false, OpCode::Close, payload.into())?;
         self.data_out.push_back(t);
-        self.close_sent = true;
-        self.close_sent_at = Some(self.now);
         self.sending = None;
+        let now = self.now;
+        self.on_close_queued(now);
         Ok(())
     }
 

@@ -1,4 +1,22 @@
-//! The connection's timers: keepalive ping, pong, idle and close timeouts.
+//! Every timer of a connection, as one table with one [`Connection::poll_timeout`]: the
+//! IO layer arms one deadline, whatever the application is waiting in, and calls
+//! [`Connection::handle_timeout`] when it passes.
+//!
+//! | timer | runs while | from | fires after | then |
+//! |---|---|---|---|---|
+//! | keepalive | open, no ping out | the last bytes received | `keepalive_interval` | a ping is queued |
+//! | pong | a keepalive ping is out | the ping | `pong_timeout` | fail, `Timeout::Pong`, close 1001 |
+//! | idle | open | the last progress: a complete frame, or 64 KiB of one | `idle_timeout` | fail, `Timeout::Idle`, close 1001 |
+//! | message | a fragmented message is arriving | its first frame | `message_timeout` | fail, `Timeout::Message`, close 1008 |
+//! | close | our close is out | the `close` call | `close_timeout` | fail, `Timeout::Close` |
+//! | teardown | the teardown | its start | `close_timeout` (clean) / `linger_timeout` (failed) | done |
+//!
+//! Keepalive and pong count any received byte as a sign of life, so a peer sending one
+//! large frame over a slow link is not taken for dead (the IO layers read while a send
+//! waits, so a pong is seen then too); a peer that neither reads nor sends is dropped a
+//! keepalive interval plus a pong timeout after it went quiet, whatever the application
+//! is waiting in. The idle timer counts progress only, so a peer trickling a byte now and
+//! then cannot hold a connection forever.
 
 use std::time::Instant;
 
@@ -6,68 +24,127 @@ use bytes::Bytes;
 
 use crate::codec::OpCode;
 
+use super::lifecycle::Phase;
 use super::{Connection, Error, Timeout};
+
+/// Payload bytes that count as progress for the idle timer when no frame completes.
+pub(super) const PROGRESS_BYTES: usize = 64 * 1024;
+
+/// The timers' state: when things last happened.
+#[derive(Clone, Debug)]
+pub(super) struct Timers {
+    /// The last time bytes arrived.
+    pub(super) last_rx: Instant,
+    /// The last progress (a complete frame, or `PROGRESS_BYTES` of input).
+    pub(super) last_progress: Instant,
+    /// Bytes received since the last progress.
+    pub(super) since_progress: usize,
+    /// Our keepalive ping is out since then.
+    pub(super) ping_sent_at: Option<Instant>,
+    /// A fragmented message has been arriving since then.
+    pub(super) message_since: Option<Instant>,
+}
+
+impl Timers {
+    pub(super) fn new(now: Instant) -> Self {
+        Timers {
+            last_rx: now,
+            last_progress: now,
+            since_progress: 0,
+            ping_sent_at: None,
+            message_since: None,
+        }
+    }
+}
 
 impl Connection {
     /// When [`handle_timeout`](Self::handle_timeout) should next be called, if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.is_closed() {
-            return None;
-        }
         let c = &self.config;
+        let t = &self.timers;
         let mut next: Option<Instant> = None;
-        let mut add = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
+        let mut add = |at: Option<Instant>| {
+            if let Some(at) = at {
+                next = Some(next.map_or(at, |n| n.min(at)));
             }
         };
-        if self.close_sent {
-            add(self.close_sent_at.zip(c.close_timeout).map(|(t, d)| t + d));
-            return next;
+        match &self.phase {
+            Phase::Done => return None,
+            Phase::Teardown(_) => return self.teardown_deadline(),
+            Phase::CloseSent { since } => {
+                add(c.close_timeout.map(|d| *since + d));
+                return next;
+            }
+            Phase::Open | Phase::CloseReceived => {}
         }
-        match self.ping_sent_at {
+        match t.ping_sent_at {
             Some(at) => add(c.pong_timeout.map(|d| at + d)),
-            None => add(c.keepalive_interval.map(|d| self.last_rx + d)),
+            None => add(c.keepalive_interval.map(|d| t.last_rx + d)),
         }
-        add(c.idle_timeout.map(|d| self.last_rx + d));
+        add(c.idle_timeout.map(|d| t.last_progress + d));
+        add(t.message_since.zip(c.message_timeout).map(|(at, d)| at + d));
         next
     }
 
-    /// Runs the timers due at `now`: a keepalive ping is queued, or a timeout fails the
-    /// connection (reported by the next [`poll_event`](Self::poll_event)).
+    /// Runs the timers due at `now`: a keepalive ping is queued, a timeout fails the
+    /// connection (reported by the next [`poll_event`](Self::poll_event), its close frame
+    /// queued), or the teardown ends.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
-        if self.is_closed() {
-            return;
-        }
         let c = &self.config;
-        let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
-        if self.close_sent {
-            if due(self.close_sent_at.zip(c.close_timeout).map(|(t, d)| t + d)) {
-                self.failed = true;
-                self.pending_error = Some(Error::Timeout(Timeout::Close));
+        let t = &self.timers;
+        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
+        match &self.phase {
+            Phase::Done => return,
+            Phase::Teardown(_) => return self.advance_teardown(now),
+            Phase::CloseSent { since } => {
+                if due(c.close_timeout.map(|d| *since + d)) {
+                    self.fail(Error::Timeout(Timeout::Close));
+                }
+                return;
             }
-            return;
+            Phase::Open | Phase::CloseReceived => {}
         }
-        if due(c.idle_timeout.map(|d| self.last_rx + d)) {
-            let e = self.fail(Error::Timeout(Timeout::Idle));
-            self.pending_error = Some(e);
-            return;
+        if due(c.idle_timeout.map(|d| t.last_progress + d)) {
+            return self.fail(Error::Timeout(Timeout::Idle));
         }
-        match self.ping_sent_at {
+        if due(t.message_since.zip(c.message_timeout).map(|(at, d)| at + d)) {
+            return self.fail(Error::Timeout(Timeout::Message));
+        }
+        match t.ping_sent_at {
             Some(at) => {
                 if due(c.pong_timeout.map(|d| at + d)) {
-                    let e = self.fail(Error::Timeout(Timeout::Pong));
-                    self.pending_error = Some(e);
+                    self.fail(Error::Timeout(Timeout::Pong));
                 }
             }
             None => {
-                if due(c.keepalive_interval.map(|d| self.last_rx + d))
+                if due(c.keepalive_interval.map(|d| t.last_rx + d))
                     && self.queue_control(OpCode::Ping, Bytes::new()).is_ok()
                 {
-                    self.ping_sent_at = Some(now);
+                    self.timers.ping_sent_at = Some(now);
                 }
             }
         }
+    }
+
+    /// Bytes arrived at `now`: the peer is alive (the keepalive ping has done its job),
+    /// and enough of them count as progress.
+    pub(super) fn note_bytes(&mut self, now: Instant, n: usize) {
+        self.now = now;
+        let t = &mut self.timers;
+        t.last_rx = now;
+        t.ping_sent_at = None;
+        t.since_progress += n;
+        if t.since_progress >= PROGRESS_BYTES {
+            t.last_progress = now;
+            t.since_progress = 0;
+        }
+    }
+
+    /// A frame was received whole: progress for the idle timer.
+    #[inline]
+    pub(super) fn note_frame(&mut self) {
+        self.timers.last_progress = self.now;
+        self.timers.since_progress = 0;
     }
 }

@@ -114,8 +114,11 @@ pub enum Timeout {
     Pong,
     /// The peer did not answer our close within [`Config::close_timeout`].
     Close,
-    /// Nothing was received for [`Config::idle_timeout`].
+    /// No progress (a complete frame, or 64 KiB of one) for [`Config::idle_timeout`].
     Idle,
+    /// A fragmented message did not complete within [`Config::message_timeout`] of its
+    /// first frame.
+    Message,
 }
 
 impl fmt::Display for Timeout {
@@ -126,6 +129,7 @@ impl fmt::Display for Timeout {
             Timeout::Pong => "no pong received for the keepalive ping",
             Timeout::Idle => "connection idle for too long",
             Timeout::Close => "peer did not answer the close frame in time",
+            Timeout::Message => "fragmented message not completed in time",
         })
     }
 }
@@ -142,17 +146,39 @@ pub enum Error {
     Deflate(DeflateError),
     /// A timer ran out.
     Timeout(Timeout),
+    /// The transport ended without the close handshake (RFC 6455 7.1.5: the connection
+    /// is closed abnormally, code 1006). The IO layers report it as an IO error of kind
+    /// `UnexpectedEof`.
+    Eof,
 }
 
 impl Error {
-    /// The close code this error sends, if it sends one.
+    /// The close code this error sends, if it sends one: the protocol error's, 1001 when
+    /// the peer went quiet (idle, no pong), 1008 for a message not completed in time;
+    /// none when the peer cannot read it anyway (our close went unanswered, it stopped
+    /// reading, the transport ended).
     pub fn close_code(&self) -> Option<CloseCode> {
         match self {
             Error::Protocol(e) => Some(e.close_code()),
             #[cfg(feature = "deflate")]
             Error::Deflate(e) => Some(CloseCode(e.close_code())),
-            Error::Timeout(Timeout::Idle) => Some(CloseCode::GOING_AWAY),
-            Error::Timeout(_) => None,
+            Error::Timeout(Timeout::Idle | Timeout::Pong) => Some(CloseCode::GOING_AWAY),
+            Error::Timeout(Timeout::Message) => Some(CloseCode::POLICY),
+            Error::Timeout(_) | Error::Eof => None,
+        }
+    }
+
+    /// The reason sent with [`close_code`](Self::close_code): short, so the peer (and
+    /// whoever reads its logs) knows which limit it met.
+    pub fn close_reason(&self) -> &'static str {
+        match self {
+            Error::Timeout(Timeout::Idle) => "idle timeout",
+            Error::Timeout(Timeout::Pong) => "no pong to the keepalive ping",
+            Error::Timeout(Timeout::Message) => "message not completed in time",
+            Error::Protocol(e) if e.close_code() == CloseCode::TOO_BIG => "message too big",
+            #[cfg(feature = "deflate")]
+            Error::Deflate(crate::deflate::DeflateError::TooLarge) => "message too big",
+            _ => "",
         }
     }
 }
@@ -164,6 +190,7 @@ impl fmt::Display for Error {
             #[cfg(feature = "deflate")]
             Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
             Error::Timeout(t) => t.fmt(f),
+            Error::Eof => f.write_str("the transport closed without a close frame"),
         }
     }
 }
@@ -174,7 +201,7 @@ impl std::error::Error for Error {
             Error::Protocol(e) => Some(e),
             #[cfg(feature = "deflate")]
             Error::Deflate(e) => Some(e),
-            Error::Timeout(_) => None,
+            Error::Timeout(_) | Error::Eof => None,
         }
     }
 }

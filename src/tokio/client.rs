@@ -1,6 +1,7 @@
 //! Client side: URL, DNS, TCP connect and the opening handshake.
 
 use std::io;
+use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -115,7 +116,7 @@ where
     drop(buf);
     let conn = Connection::open(
         Role::Client,
-        &config.connection,
+        Arc::new(config.connection.clone()),
         super::engine::now(),
         #[cfg(feature = "deflate")]
         upgraded.deflate.zip(config.handshake.deflate.as_ref()),

@@ -12,16 +12,13 @@ use std::future::Future;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
-use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
-use crate::codec::CloseCode;
-use crate::connection::{self, Connection, Event, OwnedEvent, Raw, Transmit};
-use crate::error::{Error, Timeout};
-use crate::message::CloseFrame;
+use crate::connection::{self, Connection, OwnedEvent, Raw, Transmit};
+use crate::error::Error;
 
 use super::pool;
 use super::queue::SendQueue;
@@ -33,6 +30,10 @@ const MAX_READ_CHUNK: usize = 256 * 1024;
 pub(crate) trait Io {
     fn rd(&mut self) -> Pin<&mut (dyn AsyncRead + Unpin + '_)>;
     fn wr(&mut self) -> Pin<&mut (dyn AsyncWrite + Unpin + '_)>;
+    /// Whether `rd` may be used: false for the writing half of a split connection.
+    fn reads(&self) -> bool {
+        true
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Io for S {
@@ -59,6 +60,33 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Io for PairIo<'_, R, W> {
     }
 }
 
+/// The write end alone (the writing half of a split connection, whose reading half reads):
+/// a write wait does not read aside.
+pub(crate) struct WriteOnly<'a, W>(pub(crate) &'a mut W);
+
+impl<W: AsyncWrite + Unpin> Io for WriteOnly<'_, W> {
+    fn rd(&mut self) -> Pin<&mut (dyn AsyncRead + Unpin + '_)> {
+        Pin::new(self)
+    }
+    fn wr(&mut self) -> Pin<&mut (dyn AsyncWrite + Unpin + '_)> {
+        Pin::new(&mut *self.0)
+    }
+    fn reads(&self) -> bool {
+        false
+    }
+}
+
+impl<W> AsyncRead for WriteOnly<'_, W> {
+    /// Never called (`reads` is false); nothing to read here.
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Pending
+    }
+}
+
 /// Runs `f` with the context writes should register: `cx` itself, or for split halves a
 /// context whose waker wakes both halves (the socket keeps one write waker only).
 fn with_wcx<T>(
@@ -70,18 +98,6 @@ fn with_wcx<T>(
         Some(w) => f(&mut Context::from_waker(w)),
         None => f(cx),
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Open,
-    /// The connection is closed (both closes passed) or failed: write out what is queued,
-    /// shut our direction down, then wait for the peer's FIN.
-    Finishing {
-        shut_down: bool,
-    },
-    /// Nothing more: receive calls return `None`.
-    Done,
 }
 
 /// The per-connection engine.
@@ -100,15 +116,10 @@ pub(crate) struct Engine {
     armed: Option<tokio::time::Instant>,
     /// The waker the `Sleep` was last polled with since it was set: it wakes that one.
     timer_waker: Option<Waker>,
-    eof: bool,
-    state: State,
-    /// An error to report once the close frame it caused has been written.
-    pending_error: Option<Error>,
-    /// The peer's close frame, once received (boxed: an open connection has none, and
-    /// the room for one would make every connection larger).
-    pub(crate) peer_close: Option<Box<CloseFrame>>,
-    /// Our own shutdown of the write direction has happened.
-    write_shut: bool,
+    /// The transport failed: the error to report once (the connection is done).
+    io_error: Option<io::Error>,
+    /// The end of the connection was reported (its buffers released, its close traced).
+    ended: bool,
 }
 
 /// The current time as the connection's clock wants it. tokio's clock is used so that a
@@ -136,24 +147,13 @@ impl Engine {
             sleep: None,
             armed: None,
             timer_waker: None,
-            eof: false,
-            state: State::Open,
-            pending_error: None,
-            peer_close: None,
-            write_shut: false,
+            io_error: None,
+            ended: false,
         };
         if !leftover.is_empty() {
             engine.conn.handle_bytes(now(), leftover);
         }
         engine
-    }
-
-    /// How long to wait for the peer's close (5 s when unset).
-    pub(crate) fn close_timeout(&self) -> Duration {
-        self.conn
-            .config()
-            .close_timeout
-            .unwrap_or(Duration::from_secs(5))
     }
 
     /// Bytes waiting to be written.
@@ -190,6 +190,50 @@ impl Engine {
             self.control_pending = 0;
         }
         r
+    }
+
+    /// A write side wait (`send`, `flush`, room in the queue) would wait: arms the
+    /// connection's deadline like every wait does. `Ready` with the error when a timer
+    /// failed the connection meanwhile (a peer that stopped reading: no pong, nothing
+    /// taken), so that no send waits forever on a peer.
+    fn poll_write_wait(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<(), Error>> {
+        // Read what the peer sends meanwhile, while the connection holds little unread
+        // input: a pong to our keepalive is then seen even though the application is not
+        // receiving. The rest waits for the next receive.
+        if io.reads() {
+            while self.conn.wants_read() && self.conn.buffered_input() < self.read_buffer_size {
+                match self.poll_fill(cx, io) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(e)) => {
+                        self.transport_failed(e);
+                        return Poll::Ready(Err(self.closed_error()));
+                    }
+                    Poll::Pending => break,
+                }
+            }
+            if self.conn.is_closed() {
+                return Poll::Ready(Err(self.closed_error()));
+            }
+        }
+        while self.poll_timer(cx) {
+            if self.conn.is_closed() {
+                return Poll::Ready(Err(self.closed_error()));
+            }
+        }
+        Poll::Pending
+    }
+
+    /// What a send on a closed connection reports: the failure that closed it, else
+    /// `Closed`.
+    fn closed_error(&self) -> Error {
+        match self.conn.failure() {
+            Some(e) => Error::from(e.clone()),
+            None => Error::Closed,
+        }
     }
 
     /// With nothing queued and exactly one frame from the connection (a `send` between
@@ -242,10 +286,14 @@ impl Engine {
     pub(crate) fn poll_flush(
         &mut self,
         cx: &mut Context<'_>,
-        mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+        io: &mut dyn Io,
     ) -> Poll<Result<(), Error>> {
-        ready!(self.poll_drain(cx, wr.as_mut())).map_err(Error::Io)?;
-        ready!(wr.poll_flush(cx)).map_err(Error::Io)?;
+        match self.poll_drain(cx, io.wr()) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+            Poll::Pending => return self.poll_write_wait(cx, io),
+        }
+        ready!(io.wr().poll_flush(cx)).map_err(Error::Io)?;
         Poll::Ready(Ok(()))
     }
 
@@ -253,7 +301,7 @@ impl Engine {
     pub(crate) fn poll_room(
         &mut self,
         cx: &mut Context<'_>,
-        mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+        io: &mut dyn Io,
         extra: usize,
     ) -> Poll<Result<(), Error>> {
         loop {
@@ -261,7 +309,11 @@ impl Engine {
             if self.queue.has_room(extra, self.high_water) {
                 return Poll::Ready(Ok(()));
             }
-            ready!(self.poll_drain(cx, wr.as_mut())).map_err(Error::Io)?;
+            match self.poll_drain(cx, io.wr()) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                Poll::Pending => return self.poll_write_wait(cx, io),
+            }
         }
     }
 
@@ -288,11 +340,7 @@ impl Engine {
     /// Arms the timer for the connection's next deadline; true when it has fired (and
     /// `handle_timeout` ran).
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
-        let deadline = match self.state {
-            State::Open => self.conn.poll_timeout().map(tokio::time::Instant::from_std),
-            // While finishing, the close timeout bounds the wait (armed on entry).
-            _ => self.armed,
-        };
+        let deadline = self.conn.poll_timeout().map(tokio::time::Instant::from_std);
         let Some(at) = deadline else {
             self.sleep = None;
             self.armed = None;
@@ -336,22 +384,15 @@ impl Engine {
         if fired {
             self.timer_waker = None;
             self.armed = None;
-            if self.state == State::Open {
-                self.conn.handle_timeout(now());
-            }
+            self.conn.handle_timeout(now());
         }
         fired
     }
 
-    fn start_finishing(&mut self) {
-        if let State::Open = self.state {
-            self.state = State::Finishing { shut_down: false };
-            let at = tokio::time::Instant::now() + self.close_timeout();
-            self.timer_waker = None;
-            self.sleep = None;
-            self.armed = Some(at);
-            self.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
-        }
+    /// The transport failed: nothing more can be exchanged; `e` is reported once.
+    fn transport_failed(&mut self, e: io::Error) {
+        self.conn.handle_transport_error();
+        self.io_error.get_or_insert(e);
     }
 
     /// The next event from the peer, owned. `Ok(None)` once the connection has closed
@@ -378,11 +419,6 @@ impl Engine {
         whole: bool,
     ) -> Poll<Result<Option<Raw>, Error>> {
         loop {
-            match self.state {
-                State::Done => return Poll::Ready(Ok(None)),
-                State::Finishing { .. } => return self.poll_finish(cx, ww, io),
-                State::Open => {}
-            }
             let next = if whole {
                 self.conn.poll_raw_message()
             } else {
@@ -390,30 +426,21 @@ impl Engine {
             };
             match next {
                 Some(Ok(ev)) => {
-                    if let Raw::Close(_) = &ev
-                        && let Event::Close(c) = self.conn.raw_event(&ev)
-                    {
-                        self.peer_close = Some(Box::new(match c {
-                            Some((code, reason)) => CloseFrame::new(code, reason),
-                            None => CloseFrame::new(CloseCode(1005), ""),
-                        }));
-                    }
                     // Pongs and the close echo leave now if the socket takes them. Queued
                     // data waits until the receive side would block, so messages queued
                     // with `feed` between receives share one vectored write.
                     self.take_output();
-                    if self.control_pending > 0 {
-                        let r = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()));
-                        if let Poll::Ready(Err(e)) = r {
-                            self.pending_error = Some(Error::Io(e));
-                            self.start_finishing();
-                        }
-                    }
-                    if self.conn.is_closed() {
-                        self.start_finishing();
+                    if self.control_pending > 0
+                        && let Poll::Ready(Err(e)) =
+                            with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
+                    {
+                        self.transport_failed(e);
                     }
                     return Poll::Ready(Ok(Some(ev)));
                 }
+                // The connection latched the error and started its teardown (our close
+                // with the error's code is queued): it is reported once that is over.
+                #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
                 Some(Err(e)) => {
                     #[cfg(feature = "tracing")]
                     tracing::debug!(
@@ -423,57 +450,82 @@ impl Engine {
                         close_code = e.close_code().map(|c| c.0),
                         "websocket failed"
                     );
-                    self.pending_error = Some(Error::from(e));
-                    self.start_finishing();
                     continue;
                 }
                 None => {}
             }
-            if self.conn.is_closed() {
-                self.start_finishing();
-                continue;
+            if self.conn.is_done() {
+                return Poll::Ready(self.finish());
             }
             // Before reading on, write what is queued (answers queued with `feed` leave
             // together here). Checked first: most passes have nothing to write.
             if (self.conn.has_pending_output() || !self.queue.is_empty())
                 && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
             {
-                self.state = State::Done;
-                return Poll::Ready(Err(Error::Io(e)));
+                self.transport_failed(e);
+                continue;
+            }
+            if self.conn.wants_shutdown() {
+                let r = with_wcx(cx, ww, |wcx| -> Poll<io::Result<()>> {
+                    let mut wr = io.wr();
+                    ready!(wr.as_mut().poll_flush(wcx))?;
+                    wr.poll_shutdown(wcx)
+                });
+                if let Poll::Ready(r) = r {
+                    // A failed shutdown means the peer is gone already: the teardown's
+                    // wait for its FIN ends with the read that finds it.
+                    let _ = r;
+                    self.conn.handle_shutdown(now());
+                    continue;
+                }
             }
             // Too many control frames wait for the socket: stop reading until it takes
             // them (the drain above registered for write readiness). The timers still run.
             let stalled = self.control_pending >= self.control_capacity && !self.queue.is_empty();
-            if !stalled {
-                if self.eof {
-                    // RFC 6455 7.1.5: the TCP connection closed without a close frame
-                    // (status 1006).
-                    self.state = State::Done;
-                    return Poll::Ready(Err(Error::Io(io::ErrorKind::UnexpectedEof.into())));
-                }
+            if !stalled && self.conn.wants_read() {
                 match self.poll_fill(cx, io) {
-                    Poll::Ready(Ok(())) => {
-                        // After our close, arriving bytes do not push the close timeout
-                        // back: a peer that keeps sending must still be cut off in time.
-                        if self.conn.close_sent() {
-                            self.poll_timer(cx);
-                        }
-                        continue;
-                    }
+                    Poll::Ready(Ok(())) => continue,
                     Poll::Ready(Err(e)) => {
-                        self.state = State::Done;
-                        return Poll::Ready(Err(Error::Io(e)));
+                        self.transport_failed(e);
+                        continue;
                     }
                     Poll::Pending => {}
                 }
             }
-            // About to wait: only now do the timers matter (bytes arriving push the
-            // keepalive and idle deadlines later, so a pass that read something skips
-            // them). A timer that fired may have queued a ping or failed the connection.
+            // About to wait: the connection's next deadline is armed. A timer that fired
+            // may have queued a ping, failed the connection or ended its teardown.
             if self.poll_timer(cx) {
                 continue;
             }
             return Poll::Pending;
+        }
+    }
+
+    /// The connection is done: what to report, once (`Ok(None)` after a clean close, and
+    /// on every call after the first).
+    fn finish(&mut self) -> Result<Option<Raw>, Error> {
+        if !self.ended {
+            self.ended = true;
+            self.sleep = None;
+            self.timer_waker = None;
+            self.armed = None;
+            *self.conn.recv_buffer() = BytesMut::new();
+            #[cfg(feature = "tracing")]
+            tracing::debug!(
+                target: "rapidws::tokio",
+                role = ?self.conn.role(),
+                peer_code = self.conn.peer_close().map(|c| c.code.0),
+                failed = self.io_error.is_some() || self.conn.failure().is_some(),
+                "websocket closed"
+            );
+        }
+        if let Some(e) = self.io_error.take() {
+            // The connection's own failure, if any, came first and is the one to tell.
+            return Err(self.conn.take_failure().map_or(Error::Io(e), Error::from));
+        }
+        match self.conn.take_failure() {
+            Some(e) => Err(Error::from(e)),
+            None => Ok(None),
         }
     }
 
@@ -490,7 +542,7 @@ impl Engine {
         let fut = rd.read_buf(buf);
         match std::pin::pin!(fut).poll(cx) {
             Poll::Ready(Ok(0)) => {
-                self.eof = true;
+                self.conn.handle_eof(now());
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Ok(n)) => {
@@ -515,73 +567,6 @@ impl Engine {
                 self.queue.release_idle();
                 Poll::Pending
             }
-        }
-    }
-
-    /// Writes what is queued (our close among it), shuts our direction down and waits for
-    /// the peer to close, all within the close timeout.
-    fn poll_finish(
-        &mut self,
-        cx: &mut Context<'_>,
-        ww: Option<&Waker>,
-        io: &mut dyn Io,
-    ) -> Poll<Result<Option<Raw>, Error>> {
-        let expired = self
-            .sleep
-            .as_mut()
-            .is_some_and(|s| s.as_mut().poll(cx).is_ready());
-        let State::Finishing { shut_down } = self.state else {
-            return Poll::Ready(Ok(None));
-        };
-        if !shut_down && !expired {
-            let r = with_wcx(cx, ww, |wcx| -> Poll<io::Result<()>> {
-                ready!(self.poll_drain(wcx, io.wr()))?;
-                let mut wr = io.wr();
-                ready!(wr.as_mut().poll_flush(wcx))?;
-                wr.poll_shutdown(wcx)
-            });
-            match r {
-                Poll::Pending => return Poll::Pending,
-                // Errors here mean the peer is gone already; nothing is left to wait for.
-                Poll::Ready(Err(_)) => self.eof = true,
-                Poll::Ready(Ok(())) => {}
-            }
-            self.write_shut = true;
-            self.state = State::Finishing { shut_down: true };
-        }
-        // RFC 6455 7.1.1: the server closes the TCP connection first; the client waits
-        // for that. After a failure there is nothing to wait for.
-        let wait_for_fin = self.pending_error.is_none();
-        while wait_for_fin && !self.eof && !expired {
-            let buf = self.conn.recv_buffer();
-            buf.clear();
-            if buf.capacity() < 512 {
-                buf.reserve(512);
-            }
-            let mut rd = io.rd();
-            let fut = rd.read_buf(buf);
-            match std::pin::pin!(fut).poll(cx) {
-                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => self.eof = true,
-                Poll::Ready(Ok(_)) => {}
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        *self.conn.recv_buffer() = BytesMut::new();
-        self.state = State::Done;
-        self.sleep = None;
-        self.timer_waker = None;
-        #[cfg(feature = "tracing")]
-        tracing::debug!(
-            target: "rapidws::tokio",
-            role = ?self.conn.role(),
-            peer_code = self.peer_close.as_ref().map(|c| c.code.0),
-            failed = self.pending_error.is_some(),
-            "websocket closed"
-        );
-        match self.pending_error.take() {
-            Some(e) => Poll::Ready(Err(e)),
-            None if expired && !self.write_shut => Poll::Ready(Err(Error::Timeout(Timeout::Close))),
-            None => Poll::Ready(Ok(None)),
         }
     }
 }

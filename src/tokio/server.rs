@@ -60,7 +60,22 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     F: FnOnce(&Request) -> Result<(), Reject>,
 {
-    let handshake = handshake(stream, config, check);
+    accept_shared(stream, config, check, None).await
+}
+
+/// [`accept_with`], the connection's settings shared with others when given (an accept
+/// loop's connections all run with the same).
+async fn accept_shared<S, F>(
+    stream: S,
+    config: &ServerConfig,
+    check: F,
+    shared: Option<&Arc<Config>>,
+) -> Result<WebSocket<S>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: FnOnce(&Request) -> Result<(), Reject>,
+{
+    let handshake = handshake(stream, config, check, shared);
     match config.handshake_timeout {
         Some(t) => tokio::time::timeout(t, handshake)
             .await
@@ -73,6 +88,7 @@ async fn handshake<S, F>(
     mut stream: S,
     config: &ServerConfig,
     check: F,
+    shared: Option<&Arc<Config>>,
 ) -> Result<WebSocket<S>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -114,7 +130,7 @@ where
     stream.flush().await?;
     Ok(open_server(
         stream,
-        &config.connection,
+        shared.map_or_else(|| Arc::new(config.connection.clone()), Arc::clone),
         #[cfg(feature = "deflate")]
         accepted.deflate.zip(config.handshake.deflate.as_ref()),
         &accepted.leftover,
@@ -127,7 +143,7 @@ where
 /// parameters and the server's deflate settings, wrapped for tokio.
 pub(crate) fn open_server<S>(
     stream: S,
-    connection: &Config,
+    connection: Arc<Config>,
     #[cfg(feature = "deflate")] deflate: Option<(DeflateParams, &DeflateConfig)>,
     leftover: &[u8],
     subprotocol: Option<String>,
@@ -177,11 +193,13 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let acceptor = Acceptor::new(listener, config.max_connections);
+    let shared = Arc::new(config.connection.clone());
     let config = Arc::new(config);
     let handler = Arc::new(handler);
     loop {
         let (stream, _, permit) = acceptor.next().await?;
         let config = config.clone();
+        let shared = shared.clone();
         let handler = handler.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -192,7 +210,8 @@ where
             // life. The handshake's box is freed once it is done.
             // (The `WebSocket` is moved into the handler's box in a statement of its own,
             // so no local holding it lives across an await.)
-            let run = match Box::pin(accept(stream, &config)).await {
+            let accepted = accept_shared(stream, &config, |_| Ok(()), Some(&shared));
+            let run = match Box::pin(accepted).await {
                 Ok(ws) => Box::pin(handler(ws)),
                 Err(_) => return,
             };

@@ -16,7 +16,7 @@ use crate::connection::{Config, Connection, OwnedEvent, PreparedMessage};
 use crate::error::{Error, TrySendError};
 use crate::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
 
-use super::engine::{Engine, Io, PairIo};
+use super::engine::{Engine, Io, PairIo, WriteOnly};
 
 /// A WebSocket connection over `S`, after the opening handshake, in either role.
 ///
@@ -123,7 +123,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// The peer's close frame, once received (code 1005 when it carried none).
     pub fn close_frame(&self) -> Option<&CloseFrame> {
-        self.engine.peer_close.as_deref()
+        self.engine.conn.peer_close()
     }
 
     /// The underlying stream.
@@ -255,12 +255,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     fn with_room(&mut self, cx: &mut Context<'_>, extra: usize) -> Poll<Result<(), Error>> {
-        self.engine.poll_room(cx, Pin::new(&mut self.io), extra)
+        self.engine.poll_room(cx, &mut self.io, extra)
     }
 
     /// Polls the queue empty and flushes the stream.
     pub fn poll_flush_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.engine.poll_flush(cx, Pin::new(&mut self.io))
+        self.engine.poll_flush(cx, &mut self.io)
     }
 
     /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
@@ -363,16 +363,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             Err(e) => return Err(e),
         }
         // The receive loop below writes the close frame too; this flush only gets it out
-        // early (and through buffering transports). A peer that never reads must not hold
-        // it forever: the close timeout bounds it, as it bounds the wait for the answer.
-        let _ = tokio::time::timeout(self.close_timeout(), self.flush()).await;
-        while self.recv().await?.is_some() {}
-        Ok(())
-    }
-
-    /// The configured close timeout (5 s when unset).
-    fn close_timeout(&self) -> std::time::Duration {
-        self.engine.close_timeout()
+        // early (and through buffering transports). A peer that never reads does not hold
+        // it forever: the close timeout runs while it waits, as in every wait.
+        let _ = self.flush().await;
+        loop {
+            match self.recv().await {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(()),
+                // Our close went out; the peer closing the transport instead of answering
+                // ends the handshake too.
+                Err(e) if e.is_unexpected_eof() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Splits into a receiving half and a sending half, usable from different tasks.
@@ -762,7 +765,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
 
     /// The peer's close frame, once received.
     pub fn close_frame(&self) -> Option<CloseFrame> {
-        self.shared.lock().engine.peer_close.as_deref().cloned()
+        self.shared.lock().engine.conn.peer_close().cloned()
     }
 }
 
@@ -779,13 +782,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     fn with<T>(
         &self,
         cx: &mut Context<'_>,
-        f: impl FnOnce(&mut Engine, Pin<&mut (dyn AsyncWrite + Unpin + '_)>, &mut Context<'_>) -> T,
+        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> T,
     ) -> T {
         WakerPair::set(&self.shared.wakers.writer, cx.waker());
         let mut inner = self.shared.lock();
         let inner = &mut *inner;
         let mut wcx = Context::from_waker(&self.shared.combined);
-        f(&mut inner.engine, Pin::new(&mut inner.wr), &mut wcx)
+        f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), &mut wcx)
     }
 
     fn queue(&self, msg: Message) -> Result<(), Error> {
@@ -833,11 +836,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Err(e),
         }
-        // A peer that never reads must not hold the flush forever.
-        let limit = self.shared.lock().engine.close_timeout();
-        tokio::time::timeout(limit, self.flush())
-            .await
-            .map_err(|_| Error::Timeout(crate::error::Timeout::Close))?
+        // A peer that never reads does not hold the flush forever: the close timeout runs
+        // while it waits.
+        self.flush().await
     }
 
     /// Bytes queued and not yet written.
