@@ -596,31 +596,60 @@ unsafe fn validate_stream<V: Vector>(buf: &[u8]) -> bool {
     }
 }
 
+/// From this many bytes on, masking aligns its stores: a vector store that straddles two
+/// cache lines costs two, and a payload that follows a header is rarely aligned. Below
+/// it the head vector would overlap most of the rest.
+const ALIGN_FROM: usize = 4;
+
+/// `(skew, key)` for a loop that starts at the first `LANES`-aligned address at or after
+/// `p`: the bytes before it and the key at the phase of that address.
+#[inline(always)]
+fn aligned_start<V: Vector>(p: *const u8, key: [u8; 4]) -> (usize, [u8; 4]) {
+    let skew = p.addr().wrapping_neg() & (V::LANES - 1);
+    (skew, scalar::rotated(key, skew))
+}
+
 /// Masks `buf` in place starting at key phase 0.
+///
+/// The first and the last vector are masked from the original bytes before the loop and
+/// stored after it (where they overlap the loop's vectors, both write the same bytes),
+/// so the loop can start at the first aligned address and end anywhere without a scalar
+/// head or tail.
 /// # Safety
 /// The ISA of `V` must be available.
 #[inline(always)]
 pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
     let n = buf.len();
     let p = buf.as_mut_ptr();
-    // SAFETY: the caller guarantees the ISA; every access stays inside `buf`.
+    // SAFETY: the caller guarantees the ISA; every access stays inside `buf`: vectors
+    // start at `0`, `last = n - LANES` and at `i` with `i + LANES <= n`.
     unsafe {
         let k = V::splat_u32(u32::from_ne_bytes(key));
         if n < V::LANES {
             V::mask_partial(p, n, key, k);
             return;
         }
-        // The last vector is masked from the original bytes before the main loop and
-        // stored after it; where it overlaps the loop's last vector both write the same.
         let last = n - V::LANES;
         let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
         let tail = V::load(p.add(last)).xor(kl);
-        let mut i = 0;
+        let head = V::load(p).xor(k);
+        if n <= 2 * V::LANES {
+            // The first and the last vector cover it all.
+            head.store(p);
+            tail.store(p.add(last));
+            return;
+        }
+        let (mut i, mut kk) = (V::LANES, k);
+        if n >= ALIGN_FROM * V::LANES {
+            let (skew, key_at) = aligned_start::<V>(p, key);
+            i = skew;
+            kk = V::splat_u32(u32::from_ne_bytes(key_at));
+        }
         while i + 4 * V::LANES <= n {
-            let a = V::load(p.add(i)).xor(k);
-            let b = V::load(p.add(i + V::LANES)).xor(k);
-            let c = V::load(p.add(i + 2 * V::LANES)).xor(k);
-            let d = V::load(p.add(i + 3 * V::LANES)).xor(k);
+            let a = V::load(p.add(i)).xor(kk);
+            let b = V::load(p.add(i + V::LANES)).xor(kk);
+            let c = V::load(p.add(i + 2 * V::LANES)).xor(kk);
+            let d = V::load(p.add(i + 3 * V::LANES)).xor(kk);
             a.store(p.add(i));
             b.store(p.add(i + V::LANES));
             c.store(p.add(i + 2 * V::LANES));
@@ -628,14 +657,16 @@ pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
             i += 4 * V::LANES;
         }
         while i + V::LANES <= n {
-            V::load(p.add(i)).xor(k).store(p.add(i));
+            V::load(p.add(i)).xor(kk).store(p.add(i));
             i += V::LANES;
         }
+        head.store(p);
         tail.store(p.add(last));
     }
 }
 
-/// Writes `src ^ key` into `dst` (same length) starting at key phase 0.
+/// Writes `src ^ key` into `dst` (same length) starting at key phase 0, with the stores
+/// aligned for long inputs as in [`mask`].
 /// # Safety
 /// The ISA of `V` must be available; `dst.len() == src.len()`.
 #[inline(always)]
@@ -648,15 +679,24 @@ pub(crate) unsafe fn mask_copy<V: Vector>(dst: &mut [u8], src: &[u8], key: [u8; 
         scalar::mask_copy(dst, src, key);
         return;
     }
-    // SAFETY: the caller guarantees the ISA and equal lengths; accesses stay in bounds.
+    // SAFETY: the caller guarantees the ISA and equal lengths; accesses stay in bounds as
+    // in `mask`. `dst` and `src` do not overlap (one is borrowed mutably).
     unsafe {
         let k = V::splat_u32(u32::from_ne_bytes(key));
-        let mut i = 0;
+        let last = n - V::LANES;
+        let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
+        V::load(s).xor(k).store(d);
+        let (mut i, mut kk) = (V::LANES, k);
+        if n >= ALIGN_FROM * V::LANES {
+            let (skew, key_at) = aligned_start::<V>(d, key);
+            i = skew;
+            kk = V::splat_u32(u32::from_ne_bytes(key_at));
+        }
         while i + 4 * V::LANES <= n {
-            let a = V::load(s.add(i)).xor(k);
-            let b = V::load(s.add(i + V::LANES)).xor(k);
-            let c = V::load(s.add(i + 2 * V::LANES)).xor(k);
-            let e = V::load(s.add(i + 3 * V::LANES)).xor(k);
+            let a = V::load(s.add(i)).xor(kk);
+            let b = V::load(s.add(i + V::LANES)).xor(kk);
+            let c = V::load(s.add(i + 2 * V::LANES)).xor(kk);
+            let e = V::load(s.add(i + 3 * V::LANES)).xor(kk);
             a.store(d.add(i));
             b.store(d.add(i + V::LANES));
             c.store(d.add(i + 2 * V::LANES));
@@ -664,14 +704,9 @@ pub(crate) unsafe fn mask_copy<V: Vector>(dst: &mut [u8], src: &[u8], key: [u8; 
             i += 4 * V::LANES;
         }
         while i + V::LANES <= n {
-            V::load(s.add(i)).xor(k).store(d.add(i));
+            V::load(s.add(i)).xor(kk).store(d.add(i));
             i += V::LANES;
         }
-        if i < n {
-            // One overlapping vector ending at `n`, with the key at its phase.
-            let last = n - V::LANES;
-            let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
-            V::load(s.add(last)).xor(kl).store(d.add(last));
-        }
+        V::load(s.add(last)).xor(kl).store(d.add(last));
     }
 }
