@@ -17,6 +17,9 @@ use crate::scalar;
 pub(crate) trait Vector: Copy {
     /// Bytes per vector (a multiple of 4 and a divisor of 64).
     const LANES: usize;
+    /// Bytes per step of the main UTF-8 loop, one ASCII test per step: a multiple of
+    /// `LANES`, at most `4 * LANES`.
+    const STEP: usize = 64;
     /// # Safety
     /// The ISA must be available.
     unsafe fn splat(b: u8) -> Self;
@@ -316,10 +319,6 @@ unsafe fn load64<V: Vector>(p: *const u8) -> [V; 4] {
     }
 }
 
-/// Bytes per step of the main validation loop: one ASCII test per step. (128 measured
-/// slower on mixed text with AVX2, 256 slower still.)
-const STEP: usize = 64;
-
 /// Loads the `STEP / LANES` vectors starting at `p` (the rest of the array is unused).
 /// # Safety
 /// The ISA of `V` must be available; `p..p+STEP` readable.
@@ -328,7 +327,7 @@ unsafe fn load_step<V: Vector>(p: *const u8) -> [V; 4] {
     // SAFETY: the caller guarantees the ISA and STEP readable bytes; `j * LANES < STEP`.
     unsafe {
         let mut v = [V::splat(0); 4];
-        for (j, x) in v.iter_mut().enumerate().take(STEP / V::LANES) {
+        for (j, x) in v.iter_mut().enumerate().take(V::STEP / V::LANES) {
             *x = V::load(p.add(j * V::LANES));
         }
         v
@@ -343,23 +342,33 @@ unsafe fn or_step<V: Vector>(v: &[V; 4]) -> V {
     // SAFETY: the caller guarantees the ISA.
     unsafe {
         let mut all = v[0];
-        for x in &v[1..STEP / V::LANES] {
+        for x in &v[1..V::STEP / V::LANES] {
             all = all.or(*x);
         }
         all
     }
 }
 
-/// Whether the `B` bytes at `p` are all ASCII (`B` a multiple of `LANES`).
-/// # Safety
-/// The ISA of `V` must be available; `p..p+B` readable.
+/// Bytes per test of the loop that skips a run of ASCII: 4 vectors, at least 128 bytes.
 #[inline(always)]
-unsafe fn ascii_at<V: Vector, const B: usize>(p: *const u8) -> bool {
-    // SAFETY: the caller guarantees the ISA and B readable bytes.
+const fn ascii_run<V: Vector>() -> usize {
+    if 4 * V::LANES > 128 {
+        4 * V::LANES
+    } else {
+        128
+    }
+}
+
+/// Whether the `b` bytes at `p` are all ASCII (`b` a multiple of `LANES`).
+/// # Safety
+/// The ISA of `V` must be available; `p..p+b` readable.
+#[inline(always)]
+unsafe fn ascii_at<V: Vector>(p: *const u8, b: usize) -> bool {
+    // SAFETY: the caller guarantees the ISA and b readable bytes.
     unsafe {
         let mut all = V::load(p);
         let mut j = V::LANES;
-        while j < B {
+        while j < b {
             all = all.or(V::load(p.add(j)));
             j += V::LANES;
         }
@@ -430,22 +439,23 @@ impl<V: Vector> Utf8<V> {
     #[inline(always)]
     unsafe fn body(&self, p: *const u8, mut i: usize, end: usize, err: &mut V) -> usize {
         // SAFETY: the caller guarantees the ISA; every load lies in `p + i - LANES ..
-        // p + i + STEP` with `i >= LANES` and `i + STEP <= end`.
+        // p + i + STEP` with `i >= LANES` and `i + V::STEP <= end`.
         unsafe {
-            while i + STEP <= end {
+            while i + V::STEP <= end {
                 let v = load_step::<V>(p.add(i));
                 if or_step(&v).is_ascii() {
                     *err = err.or(self.open_before(p.add(i)));
-                    i += STEP;
-                    // A run of ASCII: 128 bytes per test, nothing else in the loop.
-                    while i + 128 <= end && ascii_at::<V, 128>(p.add(i)) {
-                        i += 128;
+                    i += V::STEP;
+                    // A run of ASCII: 4 vectors per test, nothing else in the loop.
+                    let run = ascii_run::<V>();
+                    while i + run <= end && ascii_at::<V>(p.add(i), run) {
+                        i += run;
                     }
                 } else {
-                    for (j, x) in v.iter().enumerate().take(STEP / V::LANES) {
+                    for (j, x) in v.iter().enumerate().take(V::STEP / V::LANES) {
                         *err = err.or(self.check_at(p.add(i + j * V::LANES), *x));
                     }
-                    i += STEP;
+                    i += V::STEP;
                 }
             }
             i

@@ -59,7 +59,7 @@ pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
     if buf.len() < SMALL {
         return core::str::from_utf8(buf).map(|_| ()).map_err(from_core);
     }
-    if ascii_inline(buf) || dispatch::validate_auto(buf) {
+    if ascii_inline(buf) || validate_dispatched(buf) {
         Ok(())
     } else {
         locate_error(buf)
@@ -81,6 +81,16 @@ fn ascii_inline(buf: &[u8]) -> bool {
     }
     let _ = buf;
     false
+}
+
+/// Whether `buf` is valid, complete UTF-8, on the cached kernel for its size.
+#[inline(always)]
+fn validate_dispatched(buf: &[u8]) -> bool {
+    if buf.len() < dispatch::VALIDATE_SHORT {
+        dispatch::validate_short_auto(buf)
+    } else {
+        dispatch::validate_auto(buf)
+    }
 }
 
 /// The exact error of an input a kernel found invalid.
@@ -169,7 +179,7 @@ impl Validator {
             self.consumed += chunk.len();
             return Ok(());
         }
-        self.feed_at_boundary(chunk, dispatch::validate_auto)
+        self.feed_at_boundary(chunk, validate_dispatched)
     }
 
     /// [`Validator::feed`] with a chosen backend; `None` when the CPU or build lacks it.
