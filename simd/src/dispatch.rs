@@ -5,7 +5,6 @@
 //! reachable if the precondition is broken, and even then computes the right result.
 
 use crate::Backend;
-use crate::frame::{FrameHeader, Scan};
 use crate::scalar;
 
 macro_rules! dispatch {
@@ -53,14 +52,6 @@ pub(crate) unsafe fn validate(backend: Backend, buf: &[u8]) -> bool {
     dispatch!(backend, validate(buf), core::str::from_utf8(buf).is_ok())
 }
 
-/// [`crate::frame::scan`] on `backend`.
-/// # Safety
-/// `backend` must be available.
-#[inline]
-pub(crate) unsafe fn scan(backend: Backend, buf: &[u8], out: &mut [FrameHeader]) -> Scan {
-    dispatch!(backend, scan(buf, out), crate::frame::scan_scalar(buf, out))
-}
-
 /// A kernel chosen once and then called through a cached pointer: one relaxed atomic load
 /// and one indirect call, instead of re-reading the cached backend and matching on it.
 ///
@@ -100,7 +91,6 @@ macro_rules! cached {
 }
 
 type MaskFn = unsafe fn(&mut [u8], [u8; 4]);
-type ScanFn = unsafe fn(&[u8], &mut [FrameHeader]) -> Scan;
 type ValidateFn = unsafe fn(&[u8]) -> bool;
 
 /// The mask kernel of an available `backend`.
@@ -149,23 +139,6 @@ fn pick_validate_short(backend: Backend) -> ValidateFn {
     pick_validate(backend)
 }
 
-/// The frame scanner of an available `backend`.
-fn pick_scan(backend: Backend) -> ScanFn {
-    match backend {
-        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx512"))]
-        Backend::Avx512 => crate::x86_64::avx512::scan,
-        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx2"))]
-        Backend::Avx2 => crate::x86_64::avx2::scan,
-        #[cfg(all(target_arch = "aarch64", feature = "neon"))]
-        Backend::Neon => crate::aarch64::neon::scan,
-        _ => scalar_scan,
-    }
-}
-
-fn scalar_scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
-    crate::frame::scan_scalar(buf, out)
-}
-
 fn scalar_mask(buf: &mut [u8], key: [u8; 4]) {
     scalar::mask(buf, key)
 }
@@ -191,10 +164,4 @@ cached! {
     /// backend that is fastest at that size.
     validate_short_auto, VALIDATE_SHORT_SLOT, validate_short_init, ValidateFn,
     pick_validate_short, fn(buf: &[u8]) -> bool
-}
-
-cached! {
-    /// [`crate::frame::scan`] on the best backend.
-    scan_auto, SCAN, scan_init, ScanFn, pick_scan,
-    fn(buf: &[u8], out: &mut [FrameHeader]) -> Scan
 }

@@ -115,109 +115,25 @@ pub struct Scan {
 /// assert_eq!((headers[1].opcode, headers[1].header_len), (0x2, 2));
 /// ```
 pub fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
-    crate::dispatch::scan_auto(buf, out)
+    scan_scalar(buf, out)
 }
 
-/// [`scan`] with a chosen backend; `None` when the CPU or build lacks it.
+/// [`scan`] with a chosen backend; `None` when the CPU or build lacks it. Every backend
+/// runs the same scalar parser: a vector decoder (one 16-byte load per header and a byte
+/// shuffle chosen by the length class, no branch per field) measured 1.5-2.3x slower on
+/// AVX2 and AVX-512, because each header's position depends on the previous frame's
+/// length and the branches of the scalar parser let the CPU run ahead on a predicted
+/// length, where the vector decoder waits for the shuffle and the move out of the vector
+/// register (`benches/RESULTS.md`, Kernels on AVX-512). The entry exists so that tests
+/// and benches loop over [`Backend::ALL`] as for the other kernels.
 pub fn scan_with(backend: Backend, buf: &[u8], out: &mut [FrameHeader]) -> Option<Scan> {
     if !backend.is_available() {
         return None;
     }
-    // SAFETY: availability checked just above.
-    Some(unsafe { crate::dispatch::scan(backend, buf, out) })
+    Some(scan_scalar(buf, out))
 }
 
-/// A 16-byte vector holding the first bytes of a frame, decoded by a byte shuffle.
-///
-/// # Safety
-/// Every method may only run on a CPU that supports the implementing type's ISA.
-pub(crate) trait HeaderVector: Copy {
-    /// # Safety
-    /// The ISA must be available; `p..p+16` must be readable.
-    unsafe fn load16(p: *const u8) -> Self;
-    /// The header's bytes rearranged by `table` (a byte index per output byte, `0x80`
-    /// for zero): returns output bytes 0..8 and 8..12 as little-endian integers.
-    /// # Safety
-    /// The ISA must be available.
-    unsafe fn decode(self, table: &[u8; 16]) -> (u64, u32);
-}
-
-/// Zero, in a shuffle table (SSSE3 `pshufb` and NEON `tbl` both give 0 for it).
-const Z: u8 = 0x80;
-
-/// Per length class (7-bit, 16-bit, 64-bit length), where each byte of the decoded
-/// vector comes from: bytes 0..8 are the payload length, little-endian (the extended
-/// length is big-endian on the wire, so it is reversed), bytes 8..12 the masking key,
-/// which follows the length.
-static CLASS_SHUFFLE: [[u8; 16]; 3] = [
-    [1, Z, Z, Z, Z, Z, Z, Z, 2, 3, 4, 5, Z, Z, Z, Z],
-    [3, 2, Z, Z, Z, Z, Z, Z, 4, 5, 6, 7, Z, Z, Z, Z],
-    [9, 8, 7, 6, 5, 4, 3, 2, 10, 11, 12, 13, Z, Z, Z, Z],
-];
-
-/// The bits of the decoded length that belong to it, per class (the 7-bit length
-/// shares its byte with the MASK bit).
-static CLASS_LEN_MASK: [u64; 3] = [0x7f, 0xffff, u64::MAX];
-
-/// [`scan`] with one vector load per header and a shuffle chosen by the length class:
-/// no branch on the length class or the MASK bit, only on whether the frame is complete
-/// (and on a 64-bit length with its top bit set). Headers within 16 bytes of the end of
-/// `buf` go through the scalar parser.
-/// # Safety
-/// The ISA of `V` must be available.
-#[inline(always)]
-pub(crate) unsafe fn scan_vector<V: HeaderVector>(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
-    let mut pos = 0usize;
-    let mut n = 0usize;
-    while n < out.len() && buf.len() - pos >= 16 {
-        let b0 = buf[pos];
-        let b1 = buf[pos + 1];
-        // SAFETY: the caller guarantees the ISA; `pos + 16 <= buf.len()`.
-        let h = unsafe { V::load16(buf.as_ptr().add(pos)) };
-        let len7 = b1 & 0x7f;
-        // 0: 7-bit length, 1: 16-bit, 2: 64-bit.
-        let class = usize::from(len7 >= 126) + usize::from(len7 == 127);
-        // SAFETY: the caller guarantees the ISA.
-        let (raw, key) = unsafe { h.decode(&CLASS_SHUFFLE[class]) };
-        let payload_len = raw & CLASS_LEN_MASK[class];
-        if payload_len >> 63 != 0 {
-            return Scan {
-                frames: n,
-                consumed: pos,
-                error: Some(HeaderError::LengthOverflow),
-            };
-        }
-        let masked = b1 >> 7;
-        // 2 + (0, 2 or 8 length bytes) + (4 key bytes when masked): at most 14 <= 16.
-        let header_len = 2 + 2 * class + 4 * (class >> 1) + 4 * usize::from(masked);
-        let total = header_len as u64 + payload_len;
-        if total > (buf.len() - pos) as u64 {
-            return Scan {
-                frames: n,
-                consumed: pos,
-                error: None,
-            };
-        }
-        out[n] = FrameHeader {
-            fin: b0 & 0x80 != 0,
-            rsv: (b0 >> 4) & 0x7,
-            opcode: b0 & 0x0f,
-            mask: (masked != 0).then_some(key.to_le_bytes()),
-            header_len: header_len as u8,
-            payload_len,
-        };
-        n += 1;
-        pos += total as usize;
-    }
-    let rest = scan_scalar(&buf[pos..], &mut out[n..]);
-    Scan {
-        frames: n + rest.frames,
-        consumed: pos + rest.consumed,
-        error: rest.error,
-    }
-}
-
-pub(crate) fn scan_scalar(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
+fn scan_scalar(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
     let mut pos = 0usize;
     let mut n = 0usize;
     while n < out.len() {

@@ -1,8 +1,9 @@
-//! SIMD kernels for WebSocket hot paths: masking, UTF-8 validation and frame scanning.
+//! SIMD kernels for WebSocket hot paths: masking and UTF-8 validation, plus the scanning
+//! of frame headers.
 //!
-//! Every kernel has a portable `scalar` reference and, behind the `avx2`, `avx512` and
-//! `neon` features, vector backends (masking and UTF-8 validation; frame header scanning
-//! is scalar on every backend). The backend is chosen once: at compile time when the
+//! Masking and UTF-8 validation have a portable `scalar` reference and, behind the
+//! `avx2`, `avx512` and `neon` features, vector backends. Frame header scanning is scalar
+//! on every backend: a vector header decoder measured slower (see [`frame::scan_with`]). The backend is chosen once: at compile time when the
 //! target feature is enabled, otherwise by run-time detection (feature `std`) on first use.
 //! [`Backend`] makes every backend reachable, so tests, benches and fuzzers can compare them.
 //!

@@ -77,7 +77,7 @@ fn ascii_inline(buf: &[u8]) -> bool {
         any(feature = "avx2", feature = "avx512")
     ))]
     if buf.len() <= 64 {
-        return crate::x86_64::xmm::is_ascii_16_64(buf);
+        return crate::x86_64::sse2::is_ascii_16_64(buf);
     }
     let _ = buf;
     false

@@ -2,7 +2,6 @@
 
 use core::arch::aarch64::*;
 
-use crate::frame::{self, FrameHeader, HeaderVector, Scan};
 use crate::generic::{self, Vector};
 
 impl Vector for uint8x16_t {
@@ -100,49 +99,6 @@ impl Vector for uint8x16_t {
     }
 }
 
-impl HeaderVector for uint8x16_t {
-    #[inline(always)]
-    unsafe fn load16(p: *const u8) -> Self {
-        // SAFETY: the caller guarantees NEON and 16 readable bytes.
-        unsafe { vld1q_u8(p) }
-    }
-    #[inline(always)]
-    unsafe fn decode(self, table: &[u8; 16]) -> (u64, u32) {
-        // SAFETY: the caller guarantees NEON; `table` holds 16 readable bytes. `tbl`
-        // gives 0 for indexes of 16 and up.
-        unsafe {
-            let s = vqtbl1q_u8(self, vld1q_u8(table.as_ptr()));
-            decode_le(s)
-        }
-    }
-}
-
-/// Bytes 0..8 and 8..12 of `s` as little-endian integers, whatever the target's byte
-/// order: the vector is stored and its bytes read back as bytes.
-/// # Safety
-/// NEON must be available.
-#[inline(always)]
-unsafe fn decode_le(s: uint8x16_t) -> (u64, u32) {
-    if cfg!(target_endian = "little") {
-        // SAFETY: the caller guarantees NEON.
-        unsafe {
-            (
-                vgetq_lane_u64::<0>(vreinterpretq_u64_u8(s)),
-                vgetq_lane_u32::<2>(vreinterpretq_u32_u8(s)),
-            )
-        }
-    } else {
-        let mut b = [0u8; 16];
-        // SAFETY: the caller guarantees NEON; `b` holds 16 writable bytes.
-        unsafe { vst1q_u8(b.as_mut_ptr(), s) };
-        let lo: [u8; 8] = [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]];
-        (
-            u64::from_le_bytes(lo),
-            u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
-        )
-    }
-}
-
 /// # Safety
 /// The CPU must support NEON.
 #[target_feature(enable = "neon")]
@@ -165,12 +121,4 @@ pub(crate) unsafe fn mask_copy(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
 pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: NEON is enabled for this function.
     unsafe { generic::validate::<uint8x16_t>(buf) }
-}
-
-/// # Safety
-/// The CPU must support NEON.
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
-    // SAFETY: NEON is enabled for this function.
-    unsafe { frame::scan_vector::<uint8x16_t>(buf, out) }
 }

@@ -2,7 +2,6 @@
 
 use core::arch::x86_64::*;
 
-use crate::frame::{self, FrameHeader, Scan};
 use crate::generic::{self, Vector};
 
 /// Shuffle indices for [`Vector::load_partial`]: 16 bytes from offset `s` pick byte
@@ -187,12 +186,4 @@ pub(crate) unsafe fn mask_copy(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
 pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: AVX2 is enabled for this function.
     unsafe { generic::validate::<__m256i>(buf) }
-}
-
-/// # Safety
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
-pub(crate) unsafe fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
-    // SAFETY: AVX2 (and so the SSSE3 and SSE4.1 the 128-bit header decoder uses) is enabled for this function.
-    unsafe { frame::scan_vector::<__m128i>(buf, out) }
 }

@@ -2,7 +2,6 @@
 
 use core::arch::x86_64::*;
 
-use crate::frame::{self, FrameHeader, Scan};
 use crate::generic::{self, Vector};
 
 /// The low `len` bits set (`len < 64`).
@@ -147,12 +146,4 @@ pub(crate) unsafe fn mask_copy(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
 pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: AVX-512F/BW are enabled for this function.
     unsafe { generic::validate::<__m512i>(buf) }
-}
-
-/// # Safety
-/// The CPU must support AVX-512F and AVX-512BW.
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) unsafe fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
-    // SAFETY: AVX-512F and AVX-512BW (and so the SSSE3 and SSE4.1 the 128-bit header decoder uses) is enabled for this function.
-    unsafe { frame::scan_vector::<__m128i>(buf, out) }
 }
