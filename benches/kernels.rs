@@ -152,7 +152,7 @@ fn bench_utf8(c: &mut Criterion) {
     }
 }
 
-/// `utf8::unmask_validate` (since `kernels2` the two passes themselves) against unmasking
+/// `utf8::unmask_validate` (the two passes themselves) against unmasking
 /// then validating written out, and against fastwebsockets then simdutf8.
 fn bench_fused(c: &mut Criterion) {
     let text = mixed_corpus(1 << 20);

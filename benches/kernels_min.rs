@@ -70,10 +70,16 @@ fn min_times<F: Copy>(
     let (batch, rounds) = plan(n);
     let mut best = vec![f64::MAX; contenders.len()];
     let mut next = vec![0usize; contenders.len()];
-    for r in 0..rounds {
-        // Each round starts with another contender, so none always runs right after the
-        // same one (the memcpy reference, say, which leaves the caches in its own state).
-        for c in (0..contenders.len()).map(|j| (j + r) % contenders.len()) {
+    let mut order: Vec<usize> = (0..contenders.len()).collect();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..rounds {
+        // A new order every round, so that no contender always runs right after the same
+        // one (the memcpy reference, say, which leaves the caches in its own state: a
+        // rotation would keep every contender's predecessor).
+        for k in (1..order.len()).rev() {
+            order.swap(k, rng.below(k + 1));
+        }
+        for &c in &order {
             let f = contenders[c];
             let f = black_box(f);
             let mut i = next[c];

@@ -316,8 +316,8 @@ impl Validator {
 /// result to `validator`.
 ///
 /// This is [`crate::mask::apply`] followed by [`Validator::feed`], two passes over
-/// `buf`. Both single-pass alternatives measured slower (`benches/kernels_min.rs`,
-/// `unmask_validate` points; see `benches/RESULTS.md`, Kernels): a kernel that validated
+/// `buf`. Both single-pass alternatives measured slower (`benches/kernels.rs`,
+/// `unmask_validate` groups; see `benches/RESULTS.md`, Kernels): a kernel that validated
 /// the unmasked vectors in registers needs the shuffles for the bytes before each vector
 /// that the validator instead loads from memory, and alternating the two passes over
 /// L1-sized chunks lost 5% at 256 KiB and 10-25% at 1 MiB to the passes over the whole
