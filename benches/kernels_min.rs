@@ -45,15 +45,16 @@ fn label(n: usize) -> String {
 }
 
 /// Calls per timed batch and rounds per point for inputs of `n` bytes: about 256 KiB of
-/// work per batch (at most 1,000 calls), fewer rounds for the largest inputs.
+/// work per batch (at most 1,000 calls), fewer rounds for the largest inputs. A whole run
+/// takes about half a minute.
 fn plan(n: usize) -> (usize, usize) {
     let batch = ((256 << 10) / n.max(1)).clamp(1, 1000);
     let rounds = if n >= 16 << 20 {
-        12
+        30
     } else if n >= 1 << 20 {
-        40
+        100
     } else {
-        200
+        1000
     };
     (batch, rounds)
 }
@@ -624,10 +625,10 @@ fn bench_scan(want: &dyn Fn(&str) -> bool) {
             });
             let mut s = format!("{name:26}");
             for (b, v) in backends.iter().zip(&t) {
-                s += &format!(" {}={:.2}ns/frame", b.name(), v / count as f64);
+                s += &format!(" {}={:.2}", b.name(), v / count as f64);
             }
             s += &format!(
-                "  best/scalar={:.2}",
+                "  scalar/fastest={:.2}",
                 t[0] / t[1..].iter().copied().fold(t[0], f64::min)
             );
             println!("{s}");

@@ -76,8 +76,16 @@ fn ascii_inline(buf: &[u8]) -> bool {
         target_feature = "sse2",
         any(feature = "avx2", feature = "avx512")
     ))]
-    if buf.len() <= 64 {
-        return crate::x86_64::sse2::is_ascii_16_64(buf);
+    {
+        use crate::x86_64::sse2::is_ascii_16_64;
+        if buf.len() <= 64 {
+            return is_ascii_16_64(buf);
+        }
+        if buf.len() <= 128 {
+            // The first 64 bytes, and only if they are ASCII the last 64: mixed text
+            // most often fails the first test and pays one branch for this.
+            return is_ascii_16_64(&buf[..64]) && is_ascii_16_64(&buf[buf.len() - 64..]);
+        }
     }
     let _ = buf;
     false
