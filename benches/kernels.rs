@@ -152,7 +152,7 @@ fn bench_utf8(c: &mut Criterion) {
     }
 }
 
-/// `utf8::unmask_validate` (since `kernels2` the two passes themselves) against unmasking
+/// `utf8::unmask_validate` (the two passes themselves) against unmasking
 /// then validating written out, and against fastwebsockets then simdutf8.
 fn bench_fused(c: &mut Criterion) {
     let text = mixed_corpus(1 << 20);
@@ -197,37 +197,72 @@ fn bench_fused(c: &mut Criterion) {
     }
 }
 
-/// A buffer of many small masked frames, as a busy client connection delivers them.
-fn bench_scan(c: &mut Criterion) {
+/// 512 KiB of back-to-back binary frames, masked or not, of `payload` bytes each, or
+/// (`payload == 0`) of 50 to 500 bytes drawn at random, as a market-data feed's JSON
+/// messages are: more length-class changes in a row than a branch predictor learns.
+fn frames(payload: usize, masked: bool) -> (Vec<u8>, usize) {
     let mut buf = Vec::new();
     let mut count = 0;
     let mut x = 7u32;
-    while buf.len() < 64 << 10 {
+    loop {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-        let len = (x >> 16) as usize % 200;
-        buf.push(0x81);
-        if len < 126 {
-            buf.push(0x80 | len as u8);
+        let len = if payload == 0 {
+            50 + (x >> 16) as usize % 451
         } else {
-            buf.push(0x80 | 126);
+            payload
+        };
+        let start = buf.len();
+        buf.push(0x82);
+        let m = if masked { 0x80 } else { 0 };
+        if len < 126 {
+            buf.push(m | len as u8);
+        } else {
+            buf.push(m | 126);
             buf.extend_from_slice(&(len as u16).to_be_bytes());
         }
-        buf.extend_from_slice(&KEY);
+        if masked {
+            buf.extend_from_slice(&KEY);
+        }
         buf.resize(buf.len() + len, b'a');
+        if buf.len() > 512 << 10 {
+            buf.truncate(start);
+            return (buf, count);
+        }
         count += 1;
     }
-    let mut out = vec![frame::FrameHeader::default(); count];
-    let mut g = c.benchmark_group("scan/64KiB");
-    g.throughput(Throughput::Elements(count as u64));
-    for b in backends() {
-        g.bench_function(BenchmarkId::from_parameter(b.name()), |bench| {
-            bench.iter(|| {
-                let s = frame::scan_with(b, black_box(&buf), &mut out).unwrap();
-                assert_eq!(s.frames, count);
-            });
-        });
+}
+
+/// `frame::scan` per backend over a buffer of many small frames, 32 headers per call as
+/// the decoder's batches take them.
+fn bench_scan(c: &mut Criterion) {
+    for payload in [64usize, 256, 0] {
+        for masked in [false, true] {
+            let (buf, count) = frames(payload, masked);
+            let size = if payload == 0 {
+                "50-500B".to_string()
+            } else {
+                label(payload)
+            };
+            let name = format!("scan/{size}{}", if masked { "/masked" } else { "" });
+            let mut g = c.benchmark_group(&name);
+            g.throughput(Throughput::Elements(count as u64));
+            let mut out = [frame::FrameHeader::default(); 32];
+            for b in backends() {
+                g.bench_function(BenchmarkId::from_parameter(b.name()), |bench| {
+                    bench.iter(|| {
+                        let mut pos = 0;
+                        let mut seen = 0;
+                        while seen < count {
+                            let s = frame::scan_with(b, black_box(&buf[pos..]), &mut out).unwrap();
+                            pos += s.consumed;
+                            seen += s.frames;
+                        }
+                    });
+                });
+            }
+            g.finish();
+        }
     }
-    g.finish();
 }
 
 fn config() -> Criterion {

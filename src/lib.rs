@@ -4,9 +4,10 @@
 //! The protocol lives in a sans-IO core ([`codec`], [`handshake`], [`connection`] and,
 //! with feature `deflate`, [`deflate`]): bytes and time go in, events and bytes come out;
 //! it never touches a socket or reads a clock. The IO layers ([`tokio`](mod@crate::tokio)
-//! and [`blocking`]) drive that one core. The hot paths (masking, UTF-8 validation, frame
-//! scanning) are SIMD kernels from [`rapidws_simd`](simd), the only crate with `unsafe`
-//! code; this one is `#![forbid(unsafe_code)]`.
+//! and [`blocking`]) drive that one core. The hot paths (masking and UTF-8 validation) are
+//! SIMD kernels from [`rapidws_simd`](simd), which also scans the headers of a burst of
+//! frames (scalar code) and is the only crate with `unsafe` code; this one is
+//! `#![forbid(unsafe_code)]`.
 //!
 //! Hostile input gives a typed error and the right close code (1002 protocol error,
 //! 1007 invalid UTF-8, 1009 too big), never a panic or an allocation the peer sized: every

@@ -1,13 +1,14 @@
 //! Every SIMD backend against the scalar reference and std, on arbitrary bytes under
 //! arbitrary chunking: masking (in place and copying, key carried across chunks), UTF-8
-//! (one-shot, streaming, fused unmask+validate) and frame scanning.
+//! (one-shot, streaming, fused unmask+validate) and frame scanning (every backend, the
+//! public entry and a shifted copy of the bytes against the header parser).
 //!
 //! Input: `op | key[4] | ncuts | cuts[2*ncuts] | data`. Backends the CPU lacks are skipped
 //! (their `*_with` entry returns `None`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rapidws::simd::frame::{FrameHeader, parse_header, scan_with};
+use rapidws::simd::frame::{FrameHeader, parse_header, scan as scan_auto, scan_with};
 use rapidws::simd::utf8::{Validator, unmask_validate_with, validate_with};
 use rapidws::simd::{Backend, mask};
 
@@ -139,6 +140,16 @@ fn check_scan(backend: Backend, data: &[u8], slots: usize) {
     let Some(scan) = scan_with(backend, data, &mut out) else {
         return;
     };
+    // The public entry, and the same bytes at another start alignment, give the same.
+    let mut auto_out = vec![FrameHeader::default(); slots];
+    assert_eq!(scan_auto(data, &mut auto_out), scan, "{backend:?} vs scan");
+    assert_eq!(auto_out[..scan.frames], out[..scan.frames], "{backend:?} vs scan headers");
+    let mut shifted = vec![0u8; data.len() + 1];
+    shifted[1..].copy_from_slice(data);
+    let mut shifted_out = vec![FrameHeader::default(); slots];
+    let s = scan_with(backend, &shifted[1..], &mut shifted_out).unwrap();
+    assert_eq!(s, scan, "{backend:?} shifted");
+    assert_eq!(shifted_out[..s.frames], out[..s.frames], "{backend:?} shifted headers");
     // The reference: parse headers one after another.
     let mut pos = 0usize;
     let mut n = 0;

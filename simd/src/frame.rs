@@ -118,10 +118,14 @@ pub fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
     scan_scalar(buf, out)
 }
 
-/// [`scan`] with a chosen backend; `None` when the CPU or build lacks it. Header parsing
-/// has no vector kernel yet: every backend runs the same scalar code, and this entry
-/// exists so that tests and benches can loop over [`Backend::ALL`] as for the other
-/// kernels.
+/// [`scan`] with a chosen backend; `None` when the CPU or build lacks it. Every backend
+/// runs the same scalar parser: a vector decoder (one 16-byte load per header and a byte
+/// shuffle chosen by the length class, no branch per field) measured 1.5-2.3x slower on
+/// AVX2 and AVX-512, because each header's position depends on the previous frame's
+/// length and the branches of the scalar parser let the CPU run ahead on a predicted
+/// length, where the vector decoder waits for the shuffle and the move out of the vector
+/// register (`benches/RESULTS.md`, Kernels on AVX-512). The entry exists so that tests
+/// and benches loop over [`Backend::ALL`] as for the other kernels.
 pub fn scan_with(backend: Backend, buf: &[u8], out: &mut [FrameHeader]) -> Option<Scan> {
     if !backend.is_available() {
         return None;

@@ -17,6 +17,9 @@ use crate::scalar;
 pub(crate) trait Vector: Copy {
     /// Bytes per vector (a multiple of 4 and a divisor of 64).
     const LANES: usize;
+    /// Bytes per step of the main UTF-8 loop, one ASCII test per step: a multiple of
+    /// `LANES`, at most `4 * LANES`.
+    const STEP: usize = 64;
     /// # Safety
     /// The ISA must be available.
     unsafe fn splat(b: u8) -> Self;
@@ -316,10 +319,6 @@ unsafe fn load64<V: Vector>(p: *const u8) -> [V; 4] {
     }
 }
 
-/// Bytes per step of the main validation loop: one ASCII test per step. (128 measured
-/// slower on mixed text with AVX2, 256 slower still.)
-const STEP: usize = 64;
-
 /// Loads the `STEP / LANES` vectors starting at `p` (the rest of the array is unused).
 /// # Safety
 /// The ISA of `V` must be available; `p..p+STEP` readable.
@@ -328,7 +327,7 @@ unsafe fn load_step<V: Vector>(p: *const u8) -> [V; 4] {
     // SAFETY: the caller guarantees the ISA and STEP readable bytes; `j * LANES < STEP`.
     unsafe {
         let mut v = [V::splat(0); 4];
-        for (j, x) in v.iter_mut().enumerate().take(STEP / V::LANES) {
+        for (j, x) in v.iter_mut().enumerate().take(V::STEP / V::LANES) {
             *x = V::load(p.add(j * V::LANES));
         }
         v
@@ -343,23 +342,33 @@ unsafe fn or_step<V: Vector>(v: &[V; 4]) -> V {
     // SAFETY: the caller guarantees the ISA.
     unsafe {
         let mut all = v[0];
-        for x in &v[1..STEP / V::LANES] {
+        for x in &v[1..V::STEP / V::LANES] {
             all = all.or(*x);
         }
         all
     }
 }
 
-/// Whether the `B` bytes at `p` are all ASCII (`B` a multiple of `LANES`).
-/// # Safety
-/// The ISA of `V` must be available; `p..p+B` readable.
+/// Bytes per test of the loop that skips a run of ASCII: 4 vectors, at least 128 bytes.
 #[inline(always)]
-unsafe fn ascii_at<V: Vector, const B: usize>(p: *const u8) -> bool {
-    // SAFETY: the caller guarantees the ISA and B readable bytes.
+const fn ascii_run<V: Vector>() -> usize {
+    if 4 * V::LANES > 128 {
+        4 * V::LANES
+    } else {
+        128
+    }
+}
+
+/// Whether the `b` bytes at `p` are all ASCII (`b` a multiple of `LANES`).
+/// # Safety
+/// The ISA of `V` must be available; `p..p+b` readable.
+#[inline(always)]
+unsafe fn ascii_at<V: Vector>(p: *const u8, b: usize) -> bool {
+    // SAFETY: the caller guarantees the ISA and b readable bytes.
     unsafe {
         let mut all = V::load(p);
         let mut j = V::LANES;
-        while j < B {
+        while j < b {
             all = all.or(V::load(p.add(j)));
             j += V::LANES;
         }
@@ -430,22 +439,23 @@ impl<V: Vector> Utf8<V> {
     #[inline(always)]
     unsafe fn body(&self, p: *const u8, mut i: usize, end: usize, err: &mut V) -> usize {
         // SAFETY: the caller guarantees the ISA; every load lies in `p + i - LANES ..
-        // p + i + STEP` with `i >= LANES` and `i + STEP <= end`.
+        // p + i + STEP` with `i >= LANES` and `i + V::STEP <= end`.
         unsafe {
-            while i + STEP <= end {
+            while i + V::STEP <= end {
                 let v = load_step::<V>(p.add(i));
                 if or_step(&v).is_ascii() {
                     *err = err.or(self.open_before(p.add(i)));
-                    i += STEP;
-                    // A run of ASCII: 128 bytes per test, nothing else in the loop.
-                    while i + 128 <= end && ascii_at::<V, 128>(p.add(i)) {
-                        i += 128;
+                    i += V::STEP;
+                    // A run of ASCII: 4 vectors per test, nothing else in the loop.
+                    let run = ascii_run::<V>();
+                    while i + run <= end && ascii_at::<V>(p.add(i), run) {
+                        i += run;
                     }
                 } else {
-                    for (j, x) in v.iter().enumerate().take(STEP / V::LANES) {
+                    for (j, x) in v.iter().enumerate().take(V::STEP / V::LANES) {
                         *err = err.or(self.check_at(p.add(i + j * V::LANES), *x));
                     }
-                    i += STEP;
+                    i += V::STEP;
                 }
             }
             i
@@ -596,31 +606,60 @@ unsafe fn validate_stream<V: Vector>(buf: &[u8]) -> bool {
     }
 }
 
+/// From this many bytes on, masking aligns its stores: a vector store that straddles two
+/// cache lines costs two, and a payload that follows a header is rarely aligned. Below
+/// it the head vector would overlap most of the rest.
+const ALIGN_FROM: usize = 4;
+
+/// `(skew, key)` for a loop that starts at the first `LANES`-aligned address at or after
+/// `p`: the bytes before it and the key at the phase of that address.
+#[inline(always)]
+fn aligned_start<V: Vector>(p: *const u8, key: [u8; 4]) -> (usize, [u8; 4]) {
+    let skew = p.addr().wrapping_neg() & (V::LANES - 1);
+    (skew, scalar::rotated(key, skew))
+}
+
 /// Masks `buf` in place starting at key phase 0.
+///
+/// The first and the last vector are masked from the original bytes before the loop and
+/// stored after it (where they overlap the loop's vectors, both write the same bytes),
+/// so the loop can start at the first aligned address and end anywhere without a scalar
+/// head or tail.
 /// # Safety
 /// The ISA of `V` must be available.
 #[inline(always)]
 pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
     let n = buf.len();
     let p = buf.as_mut_ptr();
-    // SAFETY: the caller guarantees the ISA; every access stays inside `buf`.
+    // SAFETY: the caller guarantees the ISA; every access stays inside `buf`: vectors
+    // start at `0`, `last = n - LANES` and at `i` with `i + LANES <= n`.
     unsafe {
         let k = V::splat_u32(u32::from_ne_bytes(key));
         if n < V::LANES {
             V::mask_partial(p, n, key, k);
             return;
         }
-        // The last vector is masked from the original bytes before the main loop and
-        // stored after it; where it overlaps the loop's last vector both write the same.
         let last = n - V::LANES;
         let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
         let tail = V::load(p.add(last)).xor(kl);
-        let mut i = 0;
+        let head = V::load(p).xor(k);
+        if n <= 2 * V::LANES {
+            // The first and the last vector cover it all.
+            head.store(p);
+            tail.store(p.add(last));
+            return;
+        }
+        let (mut i, mut kk) = (V::LANES, k);
+        if n >= ALIGN_FROM * V::LANES {
+            let (skew, key_at) = aligned_start::<V>(p, key);
+            i = skew;
+            kk = V::splat_u32(u32::from_ne_bytes(key_at));
+        }
         while i + 4 * V::LANES <= n {
-            let a = V::load(p.add(i)).xor(k);
-            let b = V::load(p.add(i + V::LANES)).xor(k);
-            let c = V::load(p.add(i + 2 * V::LANES)).xor(k);
-            let d = V::load(p.add(i + 3 * V::LANES)).xor(k);
+            let a = V::load(p.add(i)).xor(kk);
+            let b = V::load(p.add(i + V::LANES)).xor(kk);
+            let c = V::load(p.add(i + 2 * V::LANES)).xor(kk);
+            let d = V::load(p.add(i + 3 * V::LANES)).xor(kk);
             a.store(p.add(i));
             b.store(p.add(i + V::LANES));
             c.store(p.add(i + 2 * V::LANES));
@@ -628,14 +667,16 @@ pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
             i += 4 * V::LANES;
         }
         while i + V::LANES <= n {
-            V::load(p.add(i)).xor(k).store(p.add(i));
+            V::load(p.add(i)).xor(kk).store(p.add(i));
             i += V::LANES;
         }
+        head.store(p);
         tail.store(p.add(last));
     }
 }
 
-/// Writes `src ^ key` into `dst` (same length) starting at key phase 0.
+/// Writes `src ^ key` into `dst` (same length) starting at key phase 0, with the stores
+/// aligned for long inputs as in [`mask`].
 /// # Safety
 /// The ISA of `V` must be available; `dst.len() == src.len()`.
 #[inline(always)]
@@ -648,15 +689,24 @@ pub(crate) unsafe fn mask_copy<V: Vector>(dst: &mut [u8], src: &[u8], key: [u8; 
         scalar::mask_copy(dst, src, key);
         return;
     }
-    // SAFETY: the caller guarantees the ISA and equal lengths; accesses stay in bounds.
+    // SAFETY: the caller guarantees the ISA and equal lengths; accesses stay in bounds as
+    // in `mask`. `dst` and `src` do not overlap (one is borrowed mutably).
     unsafe {
         let k = V::splat_u32(u32::from_ne_bytes(key));
-        let mut i = 0;
+        let last = n - V::LANES;
+        let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
+        V::load(s).xor(k).store(d);
+        let (mut i, mut kk) = (V::LANES, k);
+        if n >= ALIGN_FROM * V::LANES {
+            let (skew, key_at) = aligned_start::<V>(d, key);
+            i = skew;
+            kk = V::splat_u32(u32::from_ne_bytes(key_at));
+        }
         while i + 4 * V::LANES <= n {
-            let a = V::load(s.add(i)).xor(k);
-            let b = V::load(s.add(i + V::LANES)).xor(k);
-            let c = V::load(s.add(i + 2 * V::LANES)).xor(k);
-            let e = V::load(s.add(i + 3 * V::LANES)).xor(k);
+            let a = V::load(s.add(i)).xor(kk);
+            let b = V::load(s.add(i + V::LANES)).xor(kk);
+            let c = V::load(s.add(i + 2 * V::LANES)).xor(kk);
+            let e = V::load(s.add(i + 3 * V::LANES)).xor(kk);
             a.store(d.add(i));
             b.store(d.add(i + V::LANES));
             c.store(d.add(i + 2 * V::LANES));
@@ -664,14 +714,9 @@ pub(crate) unsafe fn mask_copy<V: Vector>(dst: &mut [u8], src: &[u8], key: [u8; 
             i += 4 * V::LANES;
         }
         while i + V::LANES <= n {
-            V::load(s.add(i)).xor(k).store(d.add(i));
+            V::load(s.add(i)).xor(kk).store(d.add(i));
             i += V::LANES;
         }
-        if i < n {
-            // One overlapping vector ending at `n`, with the key at its phase.
-            let last = n - V::LANES;
-            let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
-            V::load(s.add(last)).xor(kl).store(d.add(last));
-        }
+        V::load(s.add(last)).xor(kl).store(d.add(last));
     }
 }

@@ -1,13 +1,18 @@
-//! SIMD kernels for WebSocket hot paths: masking, UTF-8 validation and frame scanning.
+//! SIMD kernels for WebSocket hot paths: masking and UTF-8 validation, plus the scanning
+//! of frame headers.
 //!
-//! Every kernel has a portable `scalar` reference and, behind the `avx2`, `avx512` and
-//! `neon` features, vector backends (masking and UTF-8 validation; frame header scanning
-//! is scalar on every backend). The backend is chosen once: at compile time when the
-//! target feature is enabled, otherwise by run-time detection (feature `std`) on first use.
-//! [`Backend`] makes every backend reachable, so tests, benches and fuzzers can compare them.
+//! Masking and UTF-8 validation have a portable `scalar` reference and, behind the
+//! `avx2`, `avx512` and `neon` features, vector backends. Frame header scanning is scalar
+//! on every backend: a vector header decoder measured slower (see [`frame::scan_with`]).
+//! The backend is chosen once: at compile time when the target feature is enabled,
+//! otherwise by run-time detection (feature `std`) on first use. [`Backend`] makes every
+//! backend reachable, so tests, benches and fuzzers can compare them.
 //!
-//! Small inputs (a ping payload, a short text frame) take an inlined scalar path before
-//! any dispatch.
+//! Small inputs (a ping payload, a short text frame) take an inlined path before any
+//! dispatch: scalar words for masking below 64 bytes, `core::str::from_utf8` below 16,
+//! and on x86_64 an SSE2 ASCII test up to 128 bytes. Where one backend wins on short
+//! inputs and another on long ones, the choice is made by size (UTF-8 below 64 bytes runs
+//! the AVX2 kernel on an AVX-512 CPU).
 //!
 //! The kernels are streaming: [`mask::apply`] advances the key by the bytes it processed
 //! and [`utf8::Validator`] carries an incomplete code point to the next chunk, so a frame

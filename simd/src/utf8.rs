@@ -59,10 +59,45 @@ pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
     if buf.len() < SMALL {
         return core::str::from_utf8(buf).map(|_| ()).map_err(from_core);
     }
-    if dispatch::validate_auto(buf) {
+    if ascii_inline(buf) || validate_dispatched(buf) {
         Ok(())
     } else {
         locate_error(buf)
+    }
+}
+
+/// Whether `buf` is short ASCII, checked inline: a chat line or a JSON key is, and then
+/// no kernel needs to be called. Non-ASCII or longer input says `false` and goes to the
+/// kernel.
+#[inline(always)]
+fn ascii_inline(buf: &[u8]) -> bool {
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "sse2",
+        any(feature = "avx2", feature = "avx512")
+    ))]
+    {
+        use crate::x86_64::sse2::is_ascii_16_64;
+        if buf.len() <= 64 {
+            return is_ascii_16_64(buf);
+        }
+        if buf.len() <= 128 {
+            // The first 64 bytes, and only if they are ASCII the last 64: mixed text
+            // most often fails the first test and pays one branch for this.
+            return is_ascii_16_64(&buf[..64]) && is_ascii_16_64(&buf[buf.len() - 64..]);
+        }
+    }
+    let _ = buf;
+    false
+}
+
+/// Whether `buf` is valid, complete UTF-8, on the cached kernel for its size.
+#[inline(always)]
+fn validate_dispatched(buf: &[u8]) -> bool {
+    if buf.len() < dispatch::VALIDATE_SHORT {
+        dispatch::validate_short_auto(buf)
+    } else {
+        dispatch::validate_auto(buf)
     }
 }
 
@@ -139,10 +174,20 @@ impl Validator {
     /// [`finish`](Self::finish).
     #[inline]
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
-        if self.partial_len == 0 && chunk.len() < SMALL {
+        if self.partial_len != 0 {
+            return self.feed_backend(Backend::best(), chunk);
+        }
+        if chunk.len() < SMALL {
             return self.settle(chunk);
         }
-        self.feed_backend(Backend::best(), chunk)
+        // At a code point boundary, as a frame that arrived whole is: one-shot validation
+        // (the same inline ASCII test and cached kernel as `validate`) of all but an
+        // incomplete code point at the end.
+        if ascii_inline(chunk) {
+            self.consumed += chunk.len();
+            return Ok(());
+        }
+        self.feed_at_boundary(chunk, validate_dispatched)
     }
 
     /// [`Validator::feed`] with a chosen backend; `None` when the CPU or build lacks it.
@@ -217,20 +262,47 @@ impl Validator {
             // The whole chunk went into a code point that is still open.
             return Ok(());
         }
-        let cut = scalar::incomplete_tail_start(rest.len(), |i| rest[i]);
-        let (body, tail) = rest.split_at(cut);
-        let ok = if body.len() < SMALL {
-            core::str::from_utf8(body).is_ok()
-        } else {
-            // SAFETY: the caller checked that `backend` is available.
-            unsafe { dispatch::validate(backend, body) }
+        self.feed_at_boundary(rest, |body| {
+            if body.len() < SMALL {
+                core::str::from_utf8(body).is_ok()
+            } else {
+                // SAFETY: the caller checked that `backend` is available.
+                unsafe { dispatch::validate(backend, body) }
+            }
+        })
+    }
+
+    /// Feeds `rest`, which starts at a code point boundary: `valid` checks all of it but
+    /// an incomplete code point at its end, which is carried.
+    #[inline(always)]
+    fn feed_at_boundary(
+        &mut self,
+        rest: &[u8],
+        valid: impl FnOnce(&[u8]) -> bool,
+    ) -> Result<(), Utf8Error> {
+        // Text most often ends in ASCII, where no code point can be open.
+        let cut = match rest.last() {
+            Some(&b) if b >= 0x80 => scalar::incomplete_tail_start(rest.len(), |i| rest[i]),
+            _ => rest.len(),
         };
-        if !ok {
+        let (body, tail) = rest.split_at(cut);
+        if !valid(body) {
             // Cold: an error in `body` is certain; let the scalar path locate it.
-            return self.settle(rest);
+            return self.settle_cold(rest);
         }
         self.consumed += body.len();
-        self.settle(tail)
+        if tail.is_empty() {
+            Ok(())
+        } else {
+            self.settle_cold(tail)
+        }
+    }
+
+    /// [`Self::settle`] out of the hot path: an error to locate or a code point to carry.
+    #[cold]
+    #[inline(never)]
+    fn settle_cold(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
+        self.settle(chunk)
     }
 
     /// Ends the message: an incomplete code point left over is an error. Resets the validator.
@@ -252,8 +324,8 @@ impl Validator {
 /// result to `validator`.
 ///
 /// This is [`crate::mask::apply`] followed by [`Validator::feed`], two passes over
-/// `buf`. Both single-pass alternatives measured slower (`benches/kernels_min.rs`,
-/// `unmask_validate` points; see `benches/RESULTS.md`, Kernels): a kernel that validated
+/// `buf`. Both single-pass alternatives measured slower (`benches/kernels.rs`,
+/// `unmask_validate` groups; see `benches/RESULTS.md`, Kernels): a kernel that validated
 /// the unmasked vectors in registers needs the shuffles for the bytes before each vector
 /// that the validator instead loads from memory, and alternating the two passes over
 /// L1-sized chunks lost 5% at 256 KiB and 10-25% at 1 MiB to the passes over the whole

@@ -3,3 +3,4 @@
 pub(crate) mod avx2;
 #[cfg(feature = "avx512")]
 pub(crate) mod avx512;
+pub(crate) mod sse2;
