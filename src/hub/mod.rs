@@ -668,6 +668,14 @@ impl Hub {
         self.shared.publish(topic, payload.into(), Some(except.0))
     }
 
+    /// Whether the broker is subscribed to `topic` for this node (so that publications
+    /// from other nodes arrive); false while the broker is away.
+    pub fn broker_ready(&self, topic: &str) -> bool {
+        read(&self.shared.topics)
+            .get(topic)
+            .is_some_and(|t| t.ready.load(Relaxed))
+    }
+
     /// A snapshot of the hub's metrics.
     pub fn metrics(&self) -> HubMetrics {
         self.shared.metrics()
@@ -682,7 +690,10 @@ impl Hub {
     /// current epoch); [`HubError::NoHistory`] without history.
     pub async fn position(&self, topic: &str) -> Result<Position, HubError> {
         let page = self.shared.fetch_history(topic, u64::MAX, 0).await?;
-        page.top.ok_or(HubError::NoHistory)
+        Ok(page.top.unwrap_or(Position {
+            offset: 0,
+            epoch: 0,
+        }))
     }
 }
 
@@ -936,6 +947,29 @@ impl Shared {
         Ok(result)
     }
 
+    /// The topic's state, made (with its ring, and the broker's interest) if missing.
+    fn topic_for_history(&self, topic: &str) -> Option<Arc<TopicState>> {
+        let state = {
+            let mut map = write(&self.topics);
+            if let Some(s) = map.get(topic) {
+                return Some(s.clone());
+            }
+            let name: Topic = Arc::from(topic);
+            let s = Arc::new(Self::topic_state(
+                name.clone(),
+                Instant::now(),
+                &self.config,
+                true,
+            ));
+            map.insert(name.clone(), s.clone());
+            self.note_interest(&name, true);
+            s
+        };
+        self.broker.interest_changed();
+        self.maybe_sweep();
+        Some(state)
+    }
+
     fn unsubscribe(&self, conn: &Arc<Conn>, topic: &str) {
         let removed = {
             let mut map = write(&self.topics);
@@ -1070,6 +1104,12 @@ impl Shared {
             return Ok(());
         }
         let envelope = envelope::encode(self.node, payload.kind, except, &payload.data);
+        // With history in the node's ring, a topic without subscribers keeps it too (for
+        // clients that come back), so it comes to exist here.
+        let state = match state {
+            None if self.config.history.is_some() => self.topic_for_history(topic),
+            s => s,
+        };
         let Some(state) = state else {
             // No local subscriber: only other nodes may want it.
             self.broker.publish(&Arc::from(topic), envelope);
