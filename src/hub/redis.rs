@@ -27,7 +27,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::Topic;
 use super::broker::{Broker, BrokerError, BrokerHistory, Link};
-use super::history::{HistoryPage, Position};
+use super::history::{HistoryConfig, HistoryPage, Position};
 
 /// Records a publication and publishes it: KEYS stream, meta; ARGV head, payload,
 /// capacity, ttl (seconds, 0: none), channel, publish command. Returns the offset.
@@ -297,17 +297,30 @@ impl BrokerHistory for RedisBroker {
         let inner = self.inner.clone();
         let (stream, meta) = inner.stream_keys(topic);
         Box::pin(async move {
-            let mut c = inner.command().await?;
-            let v: Value = inner
-                .since
-                .key(&stream)
-                .key(&meta)
-                .arg(offset)
-                .arg(limit)
-                .invoke_async(&mut c)
-                .await
-                .map_err(|e| BrokerError::Server(e.to_string()))?;
-            parse_page(v).ok_or_else(|| BrokerError::Server("unexpected history reply".into()))
+            // As for publishing: a cached connection may be dead; one retry on a fresh one.
+            let mut last = BrokerError::Unavailable;
+            for _ in 0..2 {
+                let mut c = inner.command().await?;
+                let r: Result<Value, _> = inner
+                    .since
+                    .key(&stream)
+                    .key(&meta)
+                    .arg(offset)
+                    .arg(limit)
+                    .invoke_async(&mut c)
+                    .await;
+                match r {
+                    Ok(v) => {
+                        return parse_page(v)
+                            .ok_or_else(|| BrokerError::Server("unexpected history reply".into()));
+                    }
+                    Err(e) => {
+                        inner.drop_command().await;
+                        last = BrokerError::Server(e.to_string());
+                    }
+                }
+            }
+            Err(last)
         })
     }
 }
@@ -361,6 +374,39 @@ fn parse_page(v: Value) -> Option<HistoryPage> {
     })
 }
 
+/// The commands for one batch of publications.
+fn pipeline(inner: &Inner, history: Option<&HistoryConfig>, batch: &[Out]) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for o in batch {
+        match o {
+            Out::Plain { channel, envelope } => {
+                pipe.cmd("PUBLISH").arg(channel).arg(&envelope[..]).ignore();
+            }
+            Out::Recorded {
+                topic,
+                head,
+                payload,
+            } => {
+                let (stream, meta) = inner.stream_keys(topic);
+                let (capacity, ttl) = history.map_or((1000, 0), |h| (h.capacity, h.ttl.as_secs()));
+                pipe.cmd("EVALSHA")
+                    .arg(inner.record.get_hash())
+                    .arg(2)
+                    .arg(stream)
+                    .arg(meta)
+                    .arg(head)
+                    .arg(&payload[..])
+                    .arg(capacity)
+                    .arg(ttl)
+                    .arg(inner.channel(topic))
+                    .arg("publish")
+                    .ignore();
+            }
+        }
+    }
+    pipe
+}
+
 /// Sends publications, pipelined in batches; reconnects with backoff. Publications it
 /// cannot send are counted (plain) or handed back to the hub for local fan-out
 /// (recorded).
@@ -381,52 +427,29 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
             }
         }
         let history = link.history_config();
-        let sent = if tokio::time::Instant::now() < retry_at {
-            false
-        } else {
-            match inner.command().await {
-                Ok(mut c) => {
-                    let mut pipe = redis::pipe();
-                    for o in &batch {
-                        match o {
-                            Out::Plain { channel, envelope } => {
-                                pipe.cmd("PUBLISH").arg(channel).arg(&envelope[..]).ignore();
-                            }
-                            Out::Recorded {
-                                topic,
-                                head,
-                                payload,
-                            } => {
-                                let (stream, meta) = inner.stream_keys(topic);
-                                let (capacity, ttl) = history
-                                    .as_ref()
-                                    .map_or((1000, 0), |h| (h.capacity, h.ttl.as_secs()));
-                                pipe.cmd("EVALSHA")
-                                    .arg(inner.record.get_hash())
-                                    .arg(2)
-                                    .arg(stream)
-                                    .arg(meta)
-                                    .arg(head)
-                                    .arg(&payload[..])
-                                    .arg(capacity)
-                                    .arg(ttl)
-                                    .arg(inner.channel(topic))
-                                    .arg("publish")
-                                    .ignore();
-                            }
-                        }
-                    }
-                    pipe.query_async::<()>(&mut c).await.is_ok()
-                }
-                Err(_) => false,
+        // A cached connection may have died since it was last used (the server
+        // restarted): one more try on a fresh one before giving up on the batch.
+        let mut sent = false;
+        for _ in 0..2 {
+            if sent || tokio::time::Instant::now() < retry_at {
+                break;
             }
-        };
+            let Ok(mut c) = inner.command().await else {
+                break;
+            };
+            sent = pipeline(&inner, history.as_ref(), &batch)
+                .query_async::<()>(&mut c)
+                .await
+                .is_ok();
+            if !sent {
+                inner.drop_command().await;
+            }
+        }
         if sent {
             backoff = inner.config.backoff_min;
             continue;
         }
         if tokio::time::Instant::now() >= retry_at {
-            inner.drop_command().await;
             retry_at = tokio::time::Instant::now() + backoff;
             backoff = (backoff * 2).min(inner.config.backoff_max);
         }

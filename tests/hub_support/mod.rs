@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rapidws::deflate::DeflateConfig;
-use rapidws::hub::{Hub, HubBuilder};
+use rapidws::hub::{Hub, HubBuilder, Position, Recovery};
 use rapidws::tokio::{ClientConfig, Message, ServerConfig, connect};
 use tokio::net::TcpListener;
 
@@ -175,6 +175,16 @@ impl Server {
         }
     }
 
+    /// Removes everything in the server's directory (while it is stopped): it starts
+    /// empty next time.
+    pub fn wipe_data(&mut self) {
+        assert!(self.child.is_none(), "stop the server first");
+        if let Some(d) = &self._dir {
+            let _ = std::fs::remove_dir_all(&d.0);
+            std::fs::create_dir_all(&d.0).unwrap();
+        }
+    }
+
     /// Kills the process (SIGKILL: no clean shutdown) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -238,7 +248,9 @@ impl Node {
                         let hub = hub.clone();
                         let server = server.clone();
                         tokio::spawn(async move {
-                            let _ = serve_one(hub, stream, server).await;
+                            if let Err(e) = serve_one(hub, stream, server).await {
+                                eprintln!("node: connection ended with {e}");
+                            }
                         });
                     }
                 };
@@ -302,9 +314,37 @@ async fn serve_one(
     };
     let (mut rd, wr) = ws.split();
     let member = hub.join(wr);
-    let topic = request_path.trim_start_matches('/').to_string();
-    member.subscribe(&topic)?;
-    member.writer().try_send(Message::text("ready"))?;
+    let path = request_path.trim_start_matches('/');
+    let (topic, since) = match path.split_once("?since=") {
+        Some((t, s)) => {
+            let (o, e) = s.split_once('@').ok_or("since=offset@epoch")?;
+            let since = Position {
+                offset: o.parse()?,
+                epoch: e.parse()?,
+            };
+            (t.to_string(), Some(since))
+        }
+        None => (path.to_string(), None),
+    };
+    match since {
+        None => {
+            member.subscribe(&topic)?;
+            member.writer().try_send(Message::text("ready"))?;
+        }
+        Some(since) => {
+            // The replay is queued first; "ready <outcome>" follows it.
+            let outcome = member.subscribe_from(&topic, since).await?;
+            let tag = match outcome {
+                Recovery::Recovered { replayed, .. } => format!("recovered {replayed}"),
+                Recovery::EpochChanged { .. } => "epoch-changed".to_string(),
+                Recovery::Trimmed { .. } => "trimmed".to_string(),
+                _ => "other".to_string(),
+            };
+            member
+                .writer()
+                .try_send(Message::text(format!("ready {tag}")))?;
+        }
+    }
     while let Some(msg) = rd.recv().await? {
         if let Message::Text(t) = msg {
             // "pub <text>": publish to the topic for everyone but this connection.
@@ -453,4 +493,160 @@ pub fn check_sequence(seqs: &[u64], count: u64, from_start: bool) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Connects with `since`; returns the replayed messages, the outcome word(s) and the socket.
+pub async fn recovering_subscriber(
+    addr: SocketAddr,
+    topic: &str,
+    since: Position,
+) -> (
+    Vec<String>,
+    String,
+    rapidws::tokio::WebSocket<tokio::net::TcpStream>,
+) {
+    let url = format!("ws://{addr}/{topic}?since={}@{}", since.offset, since.epoch);
+    let mut ws = tokio::time::timeout(LIMIT, connect(&url, &client_config(false)))
+        .await
+        .expect("connect timed out")
+        .expect("connect");
+    let mut replayed = Vec::new();
+    loop {
+        let msg = tokio::time::timeout(LIMIT, ws.recv())
+            .await
+            .expect("recovery timed out");
+        match msg.unwrap() {
+            Some(Message::Text(t)) => match t.as_str().strip_prefix("ready ") {
+                Some(outcome) => return (replayed, outcome.to_string(), ws),
+                None => replayed.push(t.as_str().to_string()),
+            },
+            Some(_) => {}
+            None => panic!("closed during recovery"),
+        }
+    }
+}
+
+/// A framer for history tests: `"<offset>@<epoch> "` before the payload.
+pub fn position_framer(p: &rapidws::hub::PublicationRef<'_>) -> Option<rapidws::PreparedMessage> {
+    let text = std::str::from_utf8(p.payload).ok()?;
+    Some(rapidws::PreparedMessage::text(&match p.position {
+        Some(pos) => format!("{}@{} {text}", pos.offset, pos.epoch),
+        None => format!("-@- {text}"),
+    }))
+}
+
+/// The position a [`position_framer`] message carries.
+pub fn framed_position(text: &str) -> Option<Position> {
+    let (o, e) = text.split(' ').next()?.split_once('@')?;
+    Some(Position {
+        offset: o.parse().ok()?,
+        epoch: e.parse().ok()?,
+    })
+}
+
+/// Three nodes, 1,000 clients in all (deflate on half of them), publishers on every
+/// node at once, subscribers joining and leaving during the run: every client gets every
+/// publication of every node exactly once and in each publisher's order.
+pub async fn three_nodes_exactly_once(broker: impl Fn() -> HubBuilder + Send + Sync + 'static) {
+    raise_fd_limit();
+    const NODES: usize = 3;
+    const STAY: usize = 900;
+    const LEAVE: usize = 50;
+    const JOIN: usize = 50;
+    const PER_NODE: u64 = 40;
+    let broker = Arc::new(broker);
+    let nodes: Vec<Node> = (0..NODES)
+        .map(|_| {
+            let b = broker.clone();
+            Node::start(move || b(), server_config())
+        })
+        .collect();
+    let done = Arc::new(AtomicUsize::new(0));
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    let all = (PER_NODE * NODES as u64) as usize;
+    let mut stayers = Vec::new();
+    let mut leavers = Vec::new();
+    for i in 0..STAY + LEAVE {
+        let node = &nodes[i % NODES];
+        let ws = subscriber(node.addr, "t", i % 2 == 0).await;
+        if i < STAY {
+            stayers.push(tokio::spawn(collect(ws, all, done.clone(), stop.clone())));
+        } else {
+            // Leaves after about half of the run.
+            leavers.push(tokio::spawn(collect(
+                ws,
+                all / 2,
+                done.clone(),
+                stop.clone(),
+            )));
+        }
+    }
+    until("every node subscribed on the broker", || {
+        nodes.iter().all(|n| n.hub.broker_ready("t"))
+    })
+    .await;
+    let publish = |from: u64, to: u64| {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let hub = n.hub.clone();
+                std::thread::spawn(move || {
+                    for seq in from..to {
+                        hub.publish("t", payload(i as u32, seq, 200).as_str())
+                            .unwrap();
+                        if seq % 10 == 0 {
+                            std::thread::sleep(Duration::from_millis(2));
+                        }
+                    }
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    for p in publish(0, PER_NODE / 2) {
+        p.join().unwrap();
+    }
+    // Joiners arrive in the middle, while the first half is still being delivered.
+    let mut joiners = Vec::new();
+    for i in 0..JOIN {
+        let ws = subscriber(nodes[i % NODES].addr, "t", i % 2 == 1).await;
+        joiners.push(tokio::spawn(collect(
+            ws,
+            all / 2,
+            done.clone(),
+            stop.clone(),
+        )));
+    }
+    for p in publish(PER_NODE / 2, PER_NODE) {
+        p.join().unwrap();
+    }
+    for c in stayers {
+        let seen = tokio::time::timeout(LIMIT, c)
+            .await
+            .expect("a client timed out")
+            .unwrap();
+        assert_eq!(
+            seen.per_publisher.len(),
+            NODES,
+            "publications of every node"
+        );
+        for seqs in seen.per_publisher.values() {
+            check_sequence(seqs, PER_NODE, true).unwrap();
+        }
+    }
+    for c in leavers.into_iter().chain(joiners) {
+        let seen = tokio::time::timeout(LIMIT, c)
+            .await
+            .expect("a client timed out")
+            .unwrap();
+        for seqs in seen.per_publisher.values() {
+            check_sequence(seqs, PER_NODE, false).unwrap();
+        }
+    }
+    for n in &nodes {
+        let m = n.hub.metrics();
+        assert_eq!(m.publications, PER_NODE);
+        assert_eq!(m.remote_publications, PER_NODE * (NODES as u64 - 1));
+        assert_eq!(m.broker_invalid, 0);
+    }
 }

@@ -1,0 +1,1 @@
+//! Placeholder until the NATS tests land.
