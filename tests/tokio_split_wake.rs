@@ -1,3 +1,4 @@
+#![cfg(feature = "tokio")]
 //! A message queued on a `WriteHalf` from another task, while the `ReadHalf` waits in
 //! `recv` on a silent peer, leaves at once: queueing wakes the task that owns the socket.
 mod tokio_support;

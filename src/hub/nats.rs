@@ -70,7 +70,16 @@ struct Inner {
     out_rx: Mutex<Option<mpsc::Receiver<(String, Bytes)>>>,
 }
 
-/// The hub's NATS broker; see the [module docs](self).
+/// The NATS broker (feature `hub-nats`): NATS core subjects between nodes, through
+/// `async-nats`.
+///
+/// Each topic `T` is the subject `P.T` (prefix `P`, default `rapidws`). The node
+/// subscribes to a subject only while the topic has local subscribers; the client is
+/// connected with `no_echo`, so the server never sends a node its own publications.
+/// `async-nats` reconnects with backoff and subscribes again by itself; the broker
+/// reports the loss ([`HubEvent::BrokerDown`](super::HubEvent::BrokerDown)) and, once
+/// connected again, has the hub mark the gap: NATS core keeps no history, so each node's
+/// history ring starts a new epoch for every topic.
 #[derive(Clone)]
 pub struct NatsBroker {
     inner: Arc<Inner>,

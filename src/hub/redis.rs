@@ -140,7 +140,22 @@ struct Inner {
     since: redis::Script,
 }
 
-/// The hub's Redis broker; see the [module docs](self).
+/// The Redis broker (feature `hub-redis`): Redis pub/sub between nodes through the
+/// `redis` crate on tokio, and, when the hub keeps history, Redis Streams for it.
+///
+/// Two connections per node: a dedicated pub/sub connection, subscribed to the channels
+/// of the topics the node has local subscribers for (in batches of
+/// [`RedisConfig::batch`]), and a multiplexed command connection for publishing
+/// (pipelined, in batches) and history. Both reconnect with exponential backoff; after a
+/// reconnect the pub/sub connection subscribes to every live topic again before it
+/// reads on, and the hub marks the gap (it catches up from the streams, so nothing
+/// recorded is lost).
+///
+/// Keys, for a topic `T` under the prefix `P` (default `rapidws`): the channel `P:{T}`,
+/// the stream `P:{T}:s` and the stream's meta hash `P:{T}:m` (epoch and last offset); the
+/// braces keep the three in one Redis Cluster slot. One Lua script assigns the offset
+/// and epoch, appends to the stream (`XADD ... MAXLEN`, with the offset as the entry id),
+/// refreshes the keys' time to live and publishes, atomically.
 #[derive(Clone)]
 pub struct RedisBroker {
     inner: Arc<Inner>,
