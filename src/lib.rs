@@ -33,7 +33,7 @@
 //! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`, both HTTP versions; implies `hyper` |
 //! | `http2`    | no      | WebSocket clients as streams of a hyper HTTP/2 connection (`http2::connect`, RFC 8441); implies `hyper` |
 //! | `hub`      | no      | a fan-out hub: topics, prepared-message fan-out, slow-consumer policy, metrics, history: [`hub`](mod@crate::hub) |
-//! | `hub-redis` | no     | the hub's Redis broker: pub/sub or sharded pub/sub, history in Redis Streams (`hub::RedisBroker`) |
+//! | `hub-redis` | no     | the hub's Redis broker: pub/sub between nodes, history in Redis Streams (`hub::RedisBroker`) |
 //! | `hub-nats` | no      | the hub's NATS broker over core subjects (`hub::NatsBroker`) |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
 //!
