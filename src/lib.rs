@@ -33,6 +33,9 @@
 //! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`): HTTP/1.1 upgrades and HTTP/2 extended CONNECT (RFC 8441) |
 //! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`, both HTTP versions; implies `hyper` |
 //! | `http2`    | no      | WebSocket clients as streams of a hyper HTTP/2 connection (`http2::connect`, RFC 8441); implies `hyper` |
+//! | `hub`      | no      | a fan-out hub: topics, prepared-message fan-out, slow-consumer policy, metrics, history: [`hub`](mod@crate::hub) |
+//! | `hub-redis` | no     | the hub's Redis broker: pub/sub between nodes, history in Redis Streams (`hub::RedisBroker`) |
+//! | `hub-nats` | no      | the hub's NATS broker over core subjects (`hub::NatsBroker`) |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
 //!
 //! With `default-features = false` the sans-IO core alone is built: no async runtime, no
@@ -338,6 +341,8 @@ pub mod handler;
 pub mod handshake;
 #[cfg(feature = "http2")]
 pub mod http2;
+#[cfg(feature = "hub")]
+pub mod hub;
 #[cfg(feature = "hyper")]
 pub mod hyper;
 mod message;

@@ -141,11 +141,20 @@ impl CloseCode {
     /// 1011: internal error.
     pub const INTERNAL: CloseCode = CloseCode(1011);
 
+    /// 1012: the service is restarting (IANA WebSocket Close Code registry).
+    pub const SERVICE_RESTART: CloseCode = CloseCode(1012);
+    /// 1013: try again later, the server is overloaded (IANA registry); also what a
+    /// server sends a consumer it sheds for falling behind.
+    pub const TRY_AGAIN_LATER: CloseCode = CloseCode(1013);
+    /// 1014: a gateway got an invalid response upstream (IANA registry).
+    pub const BAD_GATEWAY: CloseCode = CloseCode(1014);
+
     /// Whether this code may appear in a close frame on the wire (RFC 6455 7.4.1, 7.4.2):
-    /// 1000-1003, 1007-1011 and the registered/private range 3000-4999. 1004-1006 and
-    /// 1015 are reserved and MUST NOT be sent; everything else is unassigned.
+    /// 1000-1003, 1007-1011, 1012-1014 (added to the IANA registry that RFC 6455 11.7
+    /// set up), and the registered/private range 3000-4999. 1004-1006 and 1015 are
+    /// reserved and MUST NOT be sent; everything else is unassigned.
     pub fn is_valid_on_wire(self) -> bool {
-        matches!(self.0, 1000..=1003 | 1007..=1011 | 3000..=4999)
+        matches!(self.0, 1000..=1003 | 1007..=1014 | 3000..=4999)
     }
 }
 

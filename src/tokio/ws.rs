@@ -802,12 +802,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     }
 
     /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
-    /// high-water mark.
+    /// high-water mark. The task polling the [`ReadHalf`] is woken to write it, so a
+    /// message queued from any task leaves at once, not at that task's next receive.
     pub fn try_send(&self, msg: Message) -> Result<(), TrySendError> {
         if !self.shared.lock().engine.has_room(msg.len()) {
             return Err(TrySendError::QueueFull(msg));
         }
-        self.queue(msg).map_err(TrySendError::Failed)
+        self.queue(msg).map_err(TrySendError::Failed)?;
+        self.wake_pump();
+        Ok(())
+    }
+
+    /// Queues a close frame with `code` and `reason` without waiting or doing IO, whatever
+    /// the send queue holds (a close is small, and it ends the flow that filled the
+    /// queue): the way to shed a consumer whose queue is full. The reading half writes it
+    /// behind what is queued and finishes the close handshake within the close timeout.
+    /// [`Error::Closed`] when a close was already sent.
+    pub fn try_close(&self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
+        self.queue(Message::Close(Some(CloseFrame::new(code, reason))))
+    }
+
+    /// Wakes the task polling the [`ReadHalf`]: it owns the socket's reads, and writes what
+    /// is queued whenever it runs. Without this, frames queued by a task that does not
+    /// flush would wait for the next frame from the peer or the next timer.
+    fn wake_pump(&self) {
+        WakerPair::wake_slot(&self.shared.wakers.reader);
     }
 
     /// Waits for room in the send queue, then queues `msg` (no flush).
@@ -958,16 +977,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
-    /// [`WebSocket::try_send_prepared`] for the sending half.
+    /// [`WebSocket::try_send_prepared`] for the sending half; like
+    /// [`try_send`](Self::try_send), it wakes the reading half to write the frame.
     pub fn try_send_prepared(&self, msg: &PreparedMessage) -> Result<(), TrySendError> {
-        let mut inner = self.shared.lock();
-        if !inner.engine.has_room(msg.len()) {
-            return Err(TrySendError::QueueFull(prepared_as_message(msg)));
+        {
+            let mut inner = self.shared.lock();
+            if !inner.engine.has_room(msg.len()) {
+                return Err(TrySendError::QueueFull(prepared_as_message(msg)));
+            }
+            inner
+                .engine
+                .send_with(|c| c.send_prepared(msg))
+                .map_err(TrySendError::Failed)?;
         }
-        inner
-            .engine
-            .send_with(|c| c.send_prepared(msg))
-            .map_err(TrySendError::Failed)
+        self.wake_pump();
+        Ok(())
     }
 
     /// [`WebSocket::feed_prepared`] for the sending half.

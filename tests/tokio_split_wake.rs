@@ -1,0 +1,97 @@
+#![cfg(feature = "tokio")]
+//! A message queued on a `WriteHalf` from another task, while the `ReadHalf` waits in
+//! `recv` on a silent peer, leaves at once: queueing wakes the task that owns the socket.
+mod tokio_support;
+
+use std::time::Duration;
+
+use rapidws::PreparedMessage;
+use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
+use tokio_support::*;
+
+/// Far below the keepalive (30 s), the only other thing that would wake a silent reader.
+const PROMPT: Duration = Duration::from_secs(3);
+
+async fn queued_from_another_task_leaves_promptly(prepared: bool) {
+    let (l, addr) = listener().await;
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let ws = accept(s, &ServerConfig::default()).await.unwrap();
+        let (mut rd, wr) = ws.split();
+        // The reader sits in `recv`: the client sends nothing until it has the message.
+        let reader = tokio::spawn(async move { while let Ok(Some(_)) = rd.recv().await {} });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sender = tokio::spawn(async move {
+            if prepared {
+                wr.try_send_prepared(&PreparedMessage::text("from afar"))
+                    .unwrap();
+            } else {
+                wr.try_send(Message::text("from afar")).unwrap();
+            }
+            wr
+        });
+        let _wr = sender.await.unwrap();
+        bounded(reader).await.unwrap();
+    });
+    let mut ws = connect(&format!("ws://{addr}/"), &ClientConfig::default())
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(PROMPT, ws.recv())
+        .await
+        .expect("the queued message did not leave while the reader waited");
+    assert_eq!(got.unwrap(), Some(Message::text("from afar")));
+    ws.close(1000, "").await.unwrap();
+    bounded(server).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_send_from_another_task_wakes_the_waiting_reader() {
+    queued_from_another_task_leaves_promptly(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_send_prepared_from_another_task_wakes_the_waiting_reader() {
+    queued_from_another_task_leaves_promptly(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_close_sheds_a_peer_that_never_reads_even_with_a_full_queue() {
+    use bytes::Bytes;
+    use rapidws::tokio::{Config, TrySendError};
+
+    let (l, addr) = listener().await;
+    let config = ServerConfig::default().with_connection(
+        Config::default()
+            .with_send_queue_high_water(64 << 10)
+            .with_close_timeout(Duration::from_millis(300)),
+    );
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let ws = accept(s, &config).await.unwrap();
+        let (mut rd, wr) = ws.split();
+        let reader = tokio::spawn(async move { while let Ok(Some(_)) = rd.recv().await {} });
+        let chunk = Bytes::from(vec![7u8; 16 << 10]);
+        // Bounded: at most 128 MiB offered before the socket and the queue push back.
+        let mut full = false;
+        for _ in 0..8192 {
+            match wr.try_send(Message::Binary(chunk.clone())) {
+                Ok(()) => tokio::task::yield_now().await,
+                Err(TrySendError::QueueFull(_)) => {
+                    full = true;
+                    break;
+                }
+                Err(e) => panic!("send failed: {e}"),
+            }
+        }
+        assert!(full, "the queue never filled");
+        wr.try_close(1013, "too slow").unwrap();
+        assert!(wr.try_close(1013, "again").is_err(), "one close only");
+        // The peer never answers: the close timeout ends the connection.
+        bounded(reader).await.unwrap();
+    });
+    // A client that never reads: the server's queue fills.
+    let _ws = connect(&format!("ws://{addr}/"), &ClientConfig::default())
+        .await
+        .unwrap();
+    bounded(server).await.unwrap();
+}
