@@ -6,8 +6,8 @@
 //! asked, starting with `[`), so all of them do the same work per message.
 //!
 //! ```text
-//! firehose --client NAME [--port P] [--size 64|50-500] [--warmup S] [--measure S]
-//!          [--label L] [--header]
+//! firehose --client NAME [--port P] [--server-pid PID] [--size 64|50-500] [--warmup S]
+//!          [--measure S] [--label L] [--header]
 //! ```
 //!
 //! Clients over the socket: `rapidws` (`WebSocket::recv`), `rapidws-ref`
@@ -22,8 +22,10 @@
 //!
 //! After `--warmup` seconds it measures for `--measure` seconds and prints one CSV row:
 //! messages, messages per second, payload MB/s, this process's user and system CPU
-//! seconds over the interval (`/proc/self/stat`), messages per client CPU-second, and the
-//! number of messages that failed the check (any makes the exit status 1). Only
+//! seconds over the interval (`/proc/self/stat`), messages per client CPU-second, the
+//! server's CPU seconds (with `--server-pid`; near the interval length means the server,
+//! not the client, was the bottleneck), and the number of messages that failed the check
+//! (any makes the exit status 1). Only
 //! 127.0.0.1 is dialled; the process exits after measuring.
 
 use std::time::{Duration, Instant};
@@ -59,6 +61,7 @@ struct Args {
     client: String,
     label: String,
     port: u16,
+    server_pid: Option<u32>,
     spec: SizeSpec,
     warmup: f64,
     measure: f64,
@@ -76,6 +79,7 @@ impl Args {
             client: String::new(),
             label: String::new(),
             port: 0,
+            server_pid: None,
             spec: SizeSpec { lo: 64, hi: 64 },
             warmup: 1.0,
             measure: 2.0,
@@ -92,6 +96,7 @@ impl Args {
                 "--client" => a.client = val(&mut it, "--client"),
                 "--label" => a.label = val(&mut it, "--label"),
                 "--port" => a.port = val(&mut it, "--port"),
+                "--server-pid" => a.server_pid = Some(val(&mut it, "--server-pid")),
                 "--size" => {
                     a.spec = SizeSpec::parse(&val::<String>(&mut it, "--size"))
                         .unwrap_or_else(|| usage("--size is N or LO-HI, 1..=65535"))
@@ -127,14 +132,19 @@ struct Snapshot {
     msgs: u64,
     bytes: u64,
     cpu: (u64, u64),
+    server_cpu: u64,
 }
 
-fn snapshot(msgs: u64, bytes: u64) -> Snapshot {
+fn snapshot(msgs: u64, bytes: u64, server: Option<u32>) -> Snapshot {
     Snapshot {
         at: Instant::now(),
         msgs,
         bytes,
         cpu: proc_cpu_ticks(std::process::id()).expect("own /proc stat"),
+        // A server that went away shows as 0: the run then fails on its read anyway.
+        server_cpu: server
+            .and_then(|p| proc_cpu_ticks(p).ok())
+            .map_or(0, |(u, s)| u + s),
     }
 }
 
@@ -147,6 +157,7 @@ struct Sink {
     bad: u64,
     warmup_end: Instant,
     measure: Duration,
+    server: Option<u32>,
     start: Option<Snapshot>,
     end: Option<Snapshot>,
 }
@@ -161,6 +172,7 @@ impl Sink {
             bad: 0,
             warmup_end: Instant::now() + Duration::from_secs_f64(args.warmup),
             measure: Duration::from_secs_f64(args.measure),
+            server: args.server_pid,
             start: None,
             end: None,
         }
@@ -187,11 +199,11 @@ impl Sink {
         let now = Instant::now();
         match self.start {
             None if now >= self.warmup_end => {
-                self.start = Some(snapshot(self.msgs, self.bytes));
+                self.start = Some(snapshot(self.msgs, self.bytes, self.server));
                 true
             }
             Some(s) if now >= s.at + self.measure => {
-                self.end = Some(snapshot(self.msgs, self.bytes));
+                self.end = Some(snapshot(self.msgs, self.bytes, self.server));
                 false
             }
             _ => true,
@@ -492,13 +504,14 @@ fn report(args: &Args, sink: &Sink, result: Result<(), String>) -> i32 {
     let sys = (b.cpu.1 - a.cpu.1) as f64 / tck;
     let cpu = user + sys;
     let per_cpu = if cpu > 0.0 { msgs as f64 / cpu } else { 0.0 };
+    let server = (b.server_cpu - a.server_cpu) as f64 / tck;
     if args.header {
         println!(
-            "client,size,seconds,msgs,msgs_per_s,mb_per_s,client_user_s,client_sys_s,msgs_per_cpu_s,errors"
+            "client,size,seconds,msgs,msgs_per_s,mb_per_s,client_user_s,client_sys_s,msgs_per_cpu_s,server_cpu_s,errors"
         );
     }
     println!(
-        "{},{},{:.3},{},{:.0},{:.2},{:.2},{:.2},{:.0},{}",
+        "{},{},{:.3},{},{:.0},{:.2},{:.2},{:.2},{:.0},{:.2},{}",
         args.label,
         args.spec,
         secs,
@@ -508,16 +521,18 @@ fn report(args: &Args, sink: &Sink, result: Result<(), String>) -> i32 {
         user,
         sys,
         per_cpu,
+        server,
         sink.bad
     );
     eprintln!(
-        "{:<18} {:>7} B {:>10.0} msg/s {:>8.1} MB/s cpu {:.2}u+{:.2}s {:>11.0} msg/cpu-s{}",
+        "{:<18} {:>7} B {:>10.0} msg/s {:>8.1} MB/s cpu {:.2}u+{:.2}s srv {:.2}s {:>11.0} msg/cpu-s{}",
         args.label,
         args.spec.to_string(),
         msgs as f64 / secs,
         (b.bytes - a.bytes) as f64 / secs / 1e6,
         user,
         sys,
+        server,
         per_cpu,
         if sink.bad > 0 {
             format!(" BAD MESSAGES {}", sink.bad)
@@ -537,6 +552,7 @@ mod tests {
             client: String::new(),
             label: String::new(),
             port: 0,
+            server_pid: None,
             spec: SizeSpec::parse(spec).unwrap(),
             warmup: 0.0,
             measure: 0.1,
