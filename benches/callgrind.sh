@@ -94,6 +94,9 @@ size=$2
 shift 2
 conns=${CONNS:-10}
 kind=${KIND:-binary}
+# The raw TCP echo sends the client's masked frames back: the load tool must accept them.
+loadargs=()
+[[ "$server" == echo_raw ]] && loadargs=(--raw)
 
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
     "$bin/$server" --port 0 "$@" >"$ready" 2>/dev/null &
@@ -101,7 +104,7 @@ pid=$!
 for _ in $(seq 400); do grep -q '^READY ' "$ready" && break; sleep 0.05; done
 port="$(awk '/^READY /{print $2; exit}' "$ready")"
 "$bin/load" --port "$port" --server-pid "$pid" --label callgrind --kind "$kind" --size "$size" \
-    --conns "$conns" --inflight 1 --warmup 0 --measure 5 >/dev/null 2>&1 &
+    --conns "$conns" --inflight 1 --warmup 0 --measure 5 "${loadargs[@]}" >/dev/null 2>&1 &
 load=$!
 sleep "$warm"
 callgrind_control -i on "$pid" >/dev/null
