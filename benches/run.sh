@@ -19,7 +19,7 @@
 # to it.
 #
 # Knobs (environment):
-#   WARMUP, MEASURE   seconds per echo cell (default 1 and 2)
+#   WARMUP, MEASURE   seconds per echo cell (default 0.5 and 2)
 #   SERVERS           space-separated subset of the server labels below (default all)
 #   IDLE_CONNS        connections of the idle-memory run (default 10000; 0 skips it)
 #   FIREHOSE_SIZES    message sizes of the firehose, N or LO-HI (default "50 64 256 500
@@ -40,7 +40,7 @@ results="$repo/benches/results"
 mkdir -p "$results"
 
 profile="${1:-full}"
-WARMUP="${WARMUP:-1}"
+WARMUP="${WARMUP:-0.5}"
 MEASURE="${MEASURE:-2}"
 IDLE_CONNS="${IDLE_CONNS:-10000}"
 if [[ "$profile" == quick ]]; then
