@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Loopback benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 14 minutes on 2 cores: 208 echo
+#   bash benches/run.sh            the whole matrix (about 12 minutes on 2 cores: 208 echo
 #                                  cells, 11 idle runs, 45 firehose runs)
-#   bash benches/run.sh quick      a reduced matrix (about 5 minutes)
+#   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B)
 #
 # It builds benches/load (its own workspace: the load tool, one echo server per library, the
 # firehose server and client) in release mode once, then
