@@ -440,7 +440,8 @@ fn run_mem_connection(block: &[u8], sink: &mut Sink) -> Result<(), String> {
         pos = if end == block.len() { 0 } else { end };
         while let Some(ev) = conn.poll_event() {
             let keep = match ev.map_err(|e| format!("connection: {e}"))? {
-                Event::Message(m) => sink.consume(m.kind == MessageKind::Text, m.data),
+                Event::Message(MessageRef::Text(t)) => sink.consume(true, t.as_bytes()),
+                Event::Message(MessageRef::Binary(b)) => sink.consume(false, b),
                 _ => true,
             };
             if !keep {
