@@ -496,7 +496,8 @@ def firehose_section(rows, meta):
               "than 90 % of its core while the server was not busy either: other processes on "
               "this shared machine had the core at times (the per-CPU figure still holds). "
               "‡ = the server used at least 90 % of its core: it may have been the bottleneck, "
-              "and the client's reads were smaller.")
+              "and the client's reads were smaller. § = under 0.2 client CPU-seconds were "
+              "measured, so the 10 ms clock tick alone makes that figure ±5 % or worse.")
     md.append("")
     md.append("### Messages per client CPU-second (higher is better)")
     md.append("")
@@ -526,6 +527,8 @@ def firehose_section(rows, meta):
                 txt += " ‡"
             elif not c.startswith("mem-") and cpu < 0.9 * secs:
                 txt += " †"
+            if cpu < 0.2:
+                txt += " §"
             row.append(txt)
         row += [rfmt(ratio(val(o, size), best_peer)) for o in ours]
         row += [rfmt(ratio(best_ours, val("mem-scan", size))),
