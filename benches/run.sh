@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Loopback echo benchmark of rapidws against its peers, with one command:
+# Loopback benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 15 minutes: 167 cells, 9 idle runs)
-#   bash benches/run.sh quick      a reduced matrix (about 4 minutes)
+#   bash benches/run.sh            the whole matrix (about 12 minutes on 2 cores: 208 echo
+#                                  cells, 11 idle runs, 45 firehose runs)
+#   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B)
 #
-# It builds benches/load (its own workspace: the load tool and one echo server per
-# library) in release mode once, then for every cell of the matrix runs every server variant
-# in turn (started fresh, pinned to core 0) under the load tool (pinned to core 1), writes the
-# raw rows to benches/results/{echo,idle}.csv and benches/results/meta.json, and runs
-# benches/plot.py, which regenerates the "Loopback echo" and "Idle memory" sections of
-# benches/RESULTS.md and the SVG charts next to it.
+# It builds benches/load (its own workspace: the load tool, one echo server per library, the
+# firehose server and client) in release mode once, then
+# - echo: for every cell of the matrix runs every server variant in turn (started fresh,
+#   pinned to core 0) under the load tool (pinned to core 1): echoes per server CPU-second;
+# - idle: the server memory per idle connection of every server;
+# - firehose: for every message size, every client in turn (pinned to core 1) reads from a
+#   fresh firehose_server (core 0) that writes pre-encoded frames in 256 KiB writes, and the
+#   in-memory readers go over the same bytes: messages per client CPU-second;
+# writes the raw rows to benches/results/{echo,idle,firehose}.csv and
+# benches/results/meta.json, and runs benches/plot.py, which regenerates the "Loopback
+# echo", "Idle memory" and "Firehose" sections of benches/RESULTS.md and the SVG charts next
+# to it.
 #
 # Knobs (environment):
-#   WARMUP, MEASURE   seconds per cell (default 1 and 2.5)
+#   WARMUP, MEASURE   seconds per echo cell (default 0.5 and 2)
 #   SERVERS           space-separated subset of the server labels below (default all)
 #   IDLE_CONNS        connections of the idle-memory run (default 10000; 0 skips it)
+#   FIREHOSE_SIZES    message sizes of the firehose, N or LO-HI (default "50 64 256 500
+#                     50-500", quick "64 256"; empty skips it)
+#   FIREHOSE_CLIENTS  space-separated subset of the firehose clients below (default all)
+#   FH_WARMUP, FH_MEASURE  seconds per firehose run (default 0.5 and 1.5)
 #   SKIP_BUILD=1      use the binaries already built
 #
 # Everything runs on 127.0.0.1 only; every cell is bounded by `timeout`.
@@ -29,26 +40,43 @@ results="$repo/benches/results"
 mkdir -p "$results"
 
 profile="${1:-full}"
-WARMUP="${WARMUP:-1}"
-MEASURE="${MEASURE:-2.5}"
+WARMUP="${WARMUP:-0.5}"
+MEASURE="${MEASURE:-2}"
 IDLE_CONNS="${IDLE_CONNS:-10000}"
+if [[ "$profile" == quick ]]; then
+    FIREHOSE_SIZES="${FIREHOSE_SIZES-64 256}"
+else
+    FIREHOSE_SIZES="${FIREHOSE_SIZES-50 64 256 500 50-500}"
+fi
+FH_WARMUP="${FH_WARMUP:-0.5}"
+FH_MEASURE="${FH_MEASURE:-1.5}"
 
 # Server variants: label|binary|server arguments|load arguments|cells
-# cells: all, or core (a subset, for variants whose other cells would only repeat another
-# variant's: the split halves cost what the whole connection costs plus a lock).
+# cells: all; core (a subset, for variants whose other cells would only repeat another
+# variant's: the split halves cost what the whole connection costs plus a lock); core+arena
+# (core and the HttpArena cells: the handler API, whose question is batching); std (all but
+# the HttpArena cells: compressing 5-byte messages says nothing about a compressor).
 ALL_SERVERS=(
     "rapidws|echo_rapidws|||all"
     "rapidws-feed|echo_rapidws|--feed||all"
+    "rapidws-handler|echo_rapidws|--handler||core+arena"
     "rapidws-split|echo_rapidws|--split||core"
     "tokio-tungstenite|echo_tungstenite|||all"
     "fastwebsockets|echo_fastwebsockets|||all"
     "tokio-websockets|echo_tokio_websockets|||all"
     "yawc|echo_yawc|||all"
+    "wtx|echo_wtx|||all"
     "raw-tcp|echo_raw||--raw|all"
-    "rapidws-deflate|echo_rapidws|--deflate|--deflate|all"
-    "yawc-deflate|echo_yawc|--deflate|--deflate|all"
+    "rapidws-deflate|echo_rapidws|--deflate|--deflate|std"
+    "yawc-deflate|echo_yawc|--deflate|--deflate|std"
 )
 CORE_CELLS=" binary|1024|1|1 binary|1024|100|1 binary|1024|1000|1 binary|16384|100|1 binary|1024|1|64 "
+# HttpArena's echo-ws-pipeline shape: 5-byte text, 16 messages in flight per connection.
+ARENA_CELLS=" text|5|512|16 text|5|4096|16 "
+
+# Firehose clients (benches/load/src/bin/firehose.rs); mem-* read the same bytes in memory.
+ALL_FIREHOSE_CLIENTS="rapidws rapidws-ref tokio-tungstenite fastwebsockets tokio-websockets wtx mem-scan mem-decoder mem-connection"
+FIREHOSE_CLIENTS="${FIREHOSE_CLIENTS:-$ALL_FIREHOSE_CLIENTS}"
 
 # Cells: payload kind|size|connections|messages in flight per connection.
 # 256 KiB x 1,000 connections is skipped: a quarter gigabyte in flight per round trip
@@ -57,6 +85,7 @@ if [[ "$profile" == quick ]]; then
     CELLS=(
         "binary|16|100|1" "binary|1024|1|1" "binary|1024|100|1" "binary|16384|100|1"
         "binary|262144|1|1" "text|16384|100|1" "binary|1024|1000|1" "binary|1024|1|64"
+        "text|5|512|16"
     )
 else
     CELLS=()
@@ -66,8 +95,8 @@ else
             CELLS+=("$p|$c|1")
         done
     done
-    # Pipelined: 64 messages in flight on one connection.
-    CELLS+=("binary|1024|1|64")
+    # Pipelined: 64 messages in flight on one connection, and the HttpArena shape.
+    CELLS+=("binary|1024|1|64" $ARENA_CELLS)
 fi
 
 if [[ -n "${SERVERS:-}" ]]; then
@@ -79,8 +108,12 @@ else
     selected=("${ALL_SERVERS[@]}")
 fi
 
-# 10,000 idle connections need as many descriptors in the server and in the load tool.
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+# 10,000 idle connections (and the 4,096-connection cell) need as many descriptors in the
+# server and in the load tool: raise the soft limit as far as allowed, and leave out what
+# still does not fit (logged, and counted in meta.json).
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+max_conns=$(($(ulimit -n) - 100))
+skipped=0
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     cargo build --release --manifest-path benches/load/Cargo.toml --bins
@@ -92,6 +125,13 @@ log="$results/run.log"
 : >"$log"
 echo "server,payload,size,conns,inflight,deflate,seconds,msgs,msgs_per_s,mb_per_s,p50_us,p99_us,server_user_s,server_sys_s,echoes_per_cpu_s,client_cpu_s,wire_bytes_per_echo,errors" >"$echo_csv"
 echo "server,conns,rss_before_bytes,rss_after_bytes,bytes_per_conn,errors" >"$idle_csv"
+firehose_csv="$results/firehose.csv"
+echo "client,size,seconds,msgs,msgs_per_s,mb_per_s,client_user_s,client_sys_s,msgs_per_cpu_s,server_cpu_s,errors" >"$firehose_csv"
+if ((IDLE_CONNS > max_conns)); then
+    echo "SKIPPED: idle run of $IDLE_CONNS connections (descriptor limit $(ulimit -n))" | tee -a "$log" >&2
+    IDLE_CONNS=0
+    skipped=$((skipped + 1))
+fi
 
 tmp="$(mktemp -d)"
 server_pid=""
@@ -127,14 +167,24 @@ start_server() {
 
 failures=0
 start=$SECONDS
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 # Cell by cell, every server in turn (each started fresh for its cell): the machine's load
 # drifts over a run, and interleaving makes every server of a cell meet the same drift, so
 # the ratios within a cell hold even when absolute figures move between cells.
 for c in "${CELLS[@]}"; do
     IFS='|' read -r payload size conns inflight <<<"$c"
+    if ((conns > max_conns)); then
+        echo "SKIPPED: $payload $size x$conns n=$inflight (descriptor limit $(ulimit -n))" | tee -a "$log" >&2
+        skipped=$((skipped + 1))
+        continue
+    fi
     for s in "${selected[@]}"; do
         IFS='|' read -r label binary sargs largs which <<<"$s"
-        [[ "$which" == core && "$CORE_CELLS" != *" $c "* ]] && continue
+        case "$which" in
+            core) [[ "$CORE_CELLS" == *" $c "* ]] || continue ;;
+            core+arena) [[ "$CORE_CELLS$ARENA_CELLS" == *" $c "* ]] || continue ;;
+            std) [[ "$ARENA_CELLS" != *" $c "* ]] || continue ;;
+        esac
         start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
         # shellcheck disable=SC2086 # largs is a list.
         if ! timeout --kill-after=5 $((${WARMUP%.*} + ${MEASURE%.*} + 90)) \
@@ -146,14 +196,16 @@ for c in "${CELLS[@]}"; do
         fi
         stop_server
         # Let the kernel finish with the reset connections before the next server.
-        sleep 0.3
+        sleep 0.1
     done
 done
+echo_seconds=$((SECONDS - start))
 
 if ((IDLE_CONNS > 0)); then
     for s in "${selected[@]}"; do
         IFS='|' read -r label binary sargs largs which <<<"$s"
-        [[ "$label" == rapidws-feed ]] && continue # same connection state as rapidws
+        # Same connection state as rapidws.
+        [[ "$label" == rapidws-feed || "$label" == rapidws-handler ]] && continue
         start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
         # shellcheck disable=SC2086
         if ! timeout --kill-after=5 120 taskset -c 1 "$bin/load" --idle --port "$port" \
@@ -166,8 +218,29 @@ if ((IDLE_CONNS > 0)); then
     done
 fi
 
+# Firehose: size by size, every client in turn, each against a fresh server (the in-memory
+# readers need none).
+fh_start=$SECONDS
+for size in $FIREHOSE_SIZES; do
+    for client in $FIREHOSE_CLIENTS; do
+        portargs=()
+        if [[ "$client" != mem-* ]]; then
+            start_server "firehose" firehose_server "" || { failures=$((failures + 1)); continue; }
+            portargs=(--port "$port" --server-pid "$server_pid")
+        fi
+        if ! timeout --kill-after=5 $((${FH_WARMUP%.*} + ${FH_MEASURE%.*} + 30)) \
+            taskset -c 1 "$bin/firehose" --client "$client" "${portargs[@]}" --size "$size" \
+            --warmup "$FH_WARMUP" --measure "$FH_MEASURE" >>"$firehose_csv" 2> >(tee -a "$log" >&2); then
+            echo "FAILED: firehose $client $size" | tee -a "$log" >&2
+            failures=$((failures + 1))
+        fi
+        stop_server
+    done
+done
+firehose_seconds=$((SECONDS - fh_start))
+
 # What was measured, for RESULTS.md.
-peers="$(awk '/^name = /{n=$3} /^version = /{gsub(/"/,"",n); if (n ~ /^(tokio-tungstenite|tungstenite|fastwebsockets|tokio-websockets|yawc|tokio|flate2|zlib-rs)$/) {gsub(/"/,"",$3); printf "%s%s %s", sep, n, $3; sep=", "}}' benches/load/Cargo.lock)"
+peers="$(awk '/^name = /{n=$3} /^version = /{gsub(/"/,"",n); if (n ~ /^(tokio-tungstenite|tungstenite|fastwebsockets|tokio-websockets|yawc|wtx|tokio|flate2|zlib-rs)$/) {gsub(/"/,"",$3); printf "%s%s %s", sep, n, $3; sep=", "}}' benches/load/Cargo.lock)"
 cpu="$(awk -F: '/model name/{gsub(/^ +/,"",$2); print $2; exit}' /proc/cpuinfo)"
 simd="AVX2, no AVX-512"
 grep -qw avx512f /proc/cpuinfo && simd="AVX-512"
@@ -184,11 +257,18 @@ cat >"$results/meta.json" <<EOF
   "warmup_s": $WARMUP,
   "measure_s": $MEASURE,
   "idle_conns": $IDLE_CONNS,
+  "firehose_warmup_s": $FH_WARMUP,
+  "firehose_measure_s": $FH_MEASURE,
   "peers": "$peers",
+  "load_start": "$load_start",
+  "load_end": "$(cut -d' ' -f1-3 /proc/loadavg)",
+  "echo_seconds": $echo_seconds,
+  "firehose_seconds": $firehose_seconds,
   "seconds": $((SECONDS - start)),
+  "skipped": $skipped,
   "failures": $failures
 }
 EOF
 
 python3 benches/plot.py
-echo "done in $((SECONDS - start)) s with $failures failed cells; see benches/RESULTS.md" >&2
+echo "done in $((SECONDS - start)) s with $failures failed cells ($skipped skipped); see benches/RESULTS.md" >&2

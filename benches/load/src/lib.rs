@@ -1,11 +1,13 @@
 //! Shared pieces of the loopback benchmark: the echo servers' command line and accept loop,
-//! a minimal server-side opening handshake for the peers whose documented server API starts
-//! after the handshake (fastwebsockets, yawc) and for the raw TCP echo, and `/proc` readers.
+//! a minimal opening handshake (server side for the peers whose documented server API starts
+//! after the handshake, fastwebsockets and yawc, and for the raw TCP echo; client side for
+//! fastwebsockets' firehose client), `/proc` readers, the JSON-like payload generator and
+//! the firehose stream (`firehose_block`).
 //!
 //! Every echo server takes the same arguments:
 //!
 //! ```text
-//! echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed]
+//! echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed] [--handler]
 //! ```
 //!
 //! binds `127.0.0.1:P` (port 0 picks one), prints `READY <port>` on stdout once it listens,
@@ -42,6 +44,8 @@ pub struct ServerArgs {
     pub level: Option<u32>,
     /// Answer with `feed` (queue without flushing) instead of `send` (rapidws).
     pub feed: bool,
+    /// Echo through the event-handler API (`rapidws::handler`) instead of a receive loop.
+    pub handler: bool,
     /// zlib memory level (1..=9) instead of the library's default (rapidws).
     pub mem_level: Option<u8>,
     /// Largest window the server compresses with (9..=15), answered to every offer
@@ -65,6 +69,7 @@ impl ServerArgs {
                 "--deflate" => out.deflate = true,
                 "--split" => out.split = true,
                 "--feed" => out.feed = true,
+                "--handler" => out.handler = true,
                 "--level" => {
                     out.level = Some(
                         args.next()
@@ -98,7 +103,7 @@ impl ServerArgs {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed]"
+        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler]"
     );
     std::process::exit(2)
 }
@@ -152,6 +157,8 @@ where
 pub struct Upgraded {
     /// The `Sec-WebSocket-Extensions` value sent back, if any.
     pub extensions: Option<String>,
+    /// The request target (path and query) of the upgrade request.
+    pub path: String,
 }
 
 /// The server side of the opening handshake, just enough for the benchmark's own client
@@ -162,31 +169,16 @@ pub struct Upgraded {
 /// offered it. The client must not send frames before the 101 (ours does not), so nothing
 /// after the head is read.
 pub async fn server_handshake(stream: &mut TcpStream, deflate: bool) -> io::Result<Upgraded> {
-    let mut head = Vec::with_capacity(1024);
-    let mut byte = [0u8; 512];
-    let end = loop {
-        // Read no further than the end of the head: peek, then consume up to it.
-        let n = stream.peek(&mut byte).await?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        let start = head.len();
-        head.extend_from_slice(&byte[..n]);
-        let from = start.saturating_sub(3);
-        if let Some(i) = find(&head[from..], b"\r\n\r\n") {
-            let end = from + i + 4;
-            let take = end - start;
-            stream.read_exact(&mut byte[..take]).await?;
-            head.truncate(end);
-            break end;
-        }
-        stream.read_exact(&mut byte[..n]).await?;
-        if head.len() > MAX_HEAD {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "head too large"));
-        }
-    };
+    let head = read_head(stream).await?;
+    let end = head.len();
     let text = std::str::from_utf8(&head[..end])
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "head is not UTF-8"))?;
+    let path = text
+        .split("\r\n")
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .unwrap_or("/")
+        .to_owned();
     let mut key = None;
     let mut version_ok = false;
     let mut offer: Option<&str> = None;
@@ -232,7 +224,56 @@ pub async fn server_handshake(stream: &mut TcpStream, deflate: bool) -> io::Resu
     }
     resp.push_str("\r\n");
     stream.write_all(resp.as_bytes()).await?;
-    Ok(Upgraded { extensions })
+    Ok(Upgraded { extensions, path })
+}
+
+/// Reads an HTTP head (through its blank line, at most [`MAX_HEAD`] bytes) and nothing
+/// after it: it peeks, then consumes only up to the end of the head, so the bytes that
+/// follow (a server's first frames) stay in the socket for whoever reads next.
+pub async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(1024);
+    let mut byte = [0u8; 512];
+    loop {
+        let n = stream.peek(&mut byte).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let start = head.len();
+        head.extend_from_slice(&byte[..n]);
+        let from = start.saturating_sub(3);
+        if let Some(i) = find(&head[from..], b"\r\n\r\n") {
+            let end = from + i + 4;
+            stream.read_exact(&mut byte[..end - start]).await?;
+            head.truncate(end);
+            return Ok(head);
+        }
+        stream.read_exact(&mut byte[..n]).await?;
+        if head.len() > MAX_HEAD {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "head too large"));
+        }
+    }
+}
+
+/// The client side of the opening handshake for `path` on `127.0.0.1:port`, for the
+/// peers whose documented client API starts after the handshake (fastwebsockets): sends
+/// a version 13 upgrade with RFC 6455 1.3's example key, checks the 101 and its accept
+/// key, and reads nothing past the response head (see [`read_head`]).
+pub async fn client_handshake(stream: &mut TcpStream, port: u16, path: &str) -> io::Result<()> {
+    const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    stream.write_all(req.as_bytes()).await?;
+    let head = read_head(stream).await?;
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    if !head.starts_with("http/1.1 101") {
+        return Err(bad("handshake: no 101"));
+    }
+    if !head.contains(&accept_key(KEY).to_ascii_lowercase()) {
+        return Err(bad("handshake: wrong Sec-WebSocket-Accept"));
+    }
+    Ok(())
 }
 
 /// RFC 6455 4.2.2: base64(SHA-1(key + GUID)).
@@ -339,6 +380,70 @@ pub fn json_like(size: usize, rng: &mut Rng) -> Vec<u8> {
     v
 }
 
+/// Message sizes of a firehose stream: `lo..=hi` bytes, uniformly (`lo == hi` for one
+/// size). Written `64` or `50-500`, which is also the request path's last segment that
+/// the firehose server reads it from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeSpec {
+    /// Smallest payload.
+    pub lo: usize,
+    /// Largest payload.
+    pub hi: usize,
+}
+
+impl SizeSpec {
+    /// Parses `N` or `LO-HI` (1 to 65,535 bytes, so that every frame has a 2- or 4-byte
+    /// header, as market data does).
+    pub fn parse(s: &str) -> Option<SizeSpec> {
+        let (lo, hi) = match s.split_once('-') {
+            Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+            None => {
+                let n = s.parse().ok()?;
+                (n, n)
+            }
+        };
+        (1 <= lo && lo <= hi && hi <= 0xffff).then_some(SizeSpec { lo, hi })
+    }
+}
+
+impl std::fmt::Display for SizeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "{}", self.lo)
+        } else {
+            write!(f, "{}-{}", self.lo, self.hi)
+        }
+    }
+}
+
+/// Bytes of pre-encoded frames in one firehose block (written whole, again and again).
+pub const FIREHOSE_BLOCK: usize = 256 * 1024;
+
+/// The firehose stream's repeating block: unmasked server text frames (FIN, opcode 1),
+/// each carrying a different JSON-like payload of a size drawn from `spec`, whole frames
+/// only, at least [`FIREHOSE_BLOCK`] bytes. Returns the block and its frame count. The
+/// server writes it and the in-memory decoders read it, so both see the same bytes.
+pub fn firehose_block(spec: SizeSpec) -> (Vec<u8>, usize) {
+    let mut rng = Rng(0x5eed_f12e_4053_0001 ^ (spec.lo as u64) << 16 ^ spec.hi as u64);
+    let mut block = Vec::with_capacity(FIREHOSE_BLOCK + spec.hi + 4);
+    let mut frames = 0;
+    while block.len() < FIREHOSE_BLOCK {
+        let span = (spec.hi - spec.lo + 1) as u64;
+        let size = spec.lo + (rng.next_u64() % span) as usize;
+        let payload = json_like(size, &mut rng);
+        block.push(0x81);
+        if size < 126 {
+            block.push(size as u8);
+        } else {
+            block.push(126);
+            block.extend_from_slice(&(size as u16).to_be_bytes());
+        }
+        block.extend_from_slice(&payload);
+        frames += 1;
+    }
+    (block, frames)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +475,47 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "no CPU time accounted"
             );
+        }
+    }
+
+    #[test]
+    fn size_specs_parse_single_sizes_and_ranges() {
+        assert_eq!(SizeSpec::parse("64"), Some(SizeSpec { lo: 64, hi: 64 }));
+        assert_eq!(
+            SizeSpec::parse("50-500"),
+            Some(SizeSpec { lo: 50, hi: 500 })
+        );
+        assert_eq!(SizeSpec::parse("500-50"), None);
+        assert_eq!(SizeSpec::parse("0"), None);
+        assert_eq!(SizeSpec::parse("70000"), None);
+        assert_eq!(SizeSpec::parse("50-500").unwrap().to_string(), "50-500");
+    }
+
+    #[test]
+    fn firehose_block_is_whole_text_frames_of_the_sizes_asked() {
+        for spec in ["64", "256", "50-500"] {
+            let spec = SizeSpec::parse(spec).unwrap();
+            let (block, frames) = firehose_block(spec);
+            let mut hdrs = [rapidws::simd::frame::FrameHeader::default(); 64];
+            let (mut pos, mut seen) = (0, 0);
+            while pos < block.len() {
+                let s = rapidws::simd::frame::scan(&block[pos..], &mut hdrs);
+                assert!(s.frames > 0 && s.error.is_none());
+                let mut p = pos;
+                for h in &hdrs[..s.frames] {
+                    assert!(h.fin && h.opcode == 1 && h.mask.is_none());
+                    let len = h.payload_len as usize;
+                    assert!((spec.lo..=spec.hi).contains(&len));
+                    let start = p + h.header_len as usize;
+                    assert_eq!(block[start], b'[');
+                    assert!(block[start..start + len].is_ascii());
+                    p = start + len;
+                }
+                pos += s.consumed;
+                seen += s.frames;
+            }
+            assert_eq!((pos, seen), (block.len(), frames));
+            assert!(block.len() >= FIREHOSE_BLOCK);
         }
     }
 

@@ -5,10 +5,12 @@
 //! `WriteHalf::send`, in one task) to measure what splitting costs; `--feed` answers with
 //! `feed` instead of `send`: the answers queue, and the library writes them out in one
 //! vectored write when the next `recv` finds nothing more to read (its documented way
-//! to batch).
+//! to batch); `--handler` echoes from `Handler::on_message` under `serve_handler`, the
+//! event-handler API.
 
 use rapidws::deflate::DeflateConfig;
-use rapidws::tokio::{ServerConfig, WebSocket, serve};
+use rapidws::handler::{Handler, Socket, serve_handler};
+use rapidws::tokio::{Message, ServerConfig, WebSocket, serve};
 use rapidws_load::{ServerArgs, announce, runtime};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -33,7 +35,9 @@ fn main() -> std::io::Result<()> {
             }
             config = config.with_deflate(Some(deflate));
         }
-        if args.split {
+        if args.handler {
+            serve_handler(listener, config, |_peer| Echo).await
+        } else if args.split {
             serve(listener, config, echo_split).await
         } else if args.feed {
             serve(listener, config, echo_feed).await
@@ -66,5 +70,14 @@ async fn echo_split(ws: WebSocket<TcpStream>) {
         if msg.is_data() && wr.send(msg).await.is_err() {
             return;
         }
+    }
+}
+
+/// The handler API's echo: pings are answered and closes echoed by the library.
+struct Echo;
+
+impl Handler for Echo {
+    fn on_message(&mut self, socket: &mut Socket, msg: Message) {
+        socket.send(msg);
     }
 }

@@ -8,8 +8,8 @@
 //! ```
 //!
 //! Echo mode opens `C` connections (raw TCP plus a minimal client handshake, on one
-//! current-thread runtime) and keeps `N` messages in flight on each: a reply lets the next
-//! message go. Frames are built and masked once per payload variant (at least 8 variants
+//! current-thread runtime), and once all are open keeps `N` messages in flight on each: a
+//! reply lets the next message go. Frames are built and masked once per payload variant (at least 8 variants
 //! and at least 64 KiB of them, sent in turn, so that a compressor with context takeover
 //! never finds the message it compresses in its 32 KiB window), so sending costs a
 //! `write` of ready bytes. Every echo is checked: the
@@ -306,6 +306,9 @@ struct Shared {
     args: Args,
     variants: Vec<Variant>,
     stop: watch::Receiver<bool>,
+    /// Set once every connection is open: no echo traffic before, so that opening 4,096
+    /// connections does not queue their handshakes behind the echoes of those already open.
+    go: watch::Receiver<bool>,
     measuring: Cell<bool>,
     stopping: Cell<bool>,
     connect: Semaphore,
@@ -654,6 +657,10 @@ async fn run_connection(shared: &Shared) -> Result<(), String> {
         return Ok(());
     }
 
+    // No echo traffic until every connection is open.
+    let mut go = shared.go.clone();
+    let _ = go.wait_for(|g| *g).await;
+
     // Sent and not yet echoed: (variant, send time).
     let inflight: RefCell<VecDeque<(usize, Instant)>> =
         RefCell::new(VecDeque::with_capacity(shared.args.inflight));
@@ -768,10 +775,12 @@ fn main() {
 
 async fn run(args: Args) -> i32 {
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (go_tx, go_rx) = watch::channel(false);
     let shared = Rc::new(Shared {
         variants: variants(&args),
         args: args.clone(),
         stop: stop_rx,
+        go: go_rx,
         measuring: Cell::new(false),
         stopping: Cell::new(false),
         connect: Semaphore::new(CONNECT_CONCURRENCY),
@@ -824,6 +833,7 @@ async fn run(args: Args) -> i32 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 
+    let _ = go_tx.send(true);
     let code = if args.idle {
         tokio::time::sleep(Duration::from_secs_f64(args.idle_wait)).await;
         let rss = proc_rss_bytes(args.server_pid);
