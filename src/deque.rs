@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 ///
 /// Invariant: when `head` is empty, `rest` holds the whole queue; `push_back` only fills
 /// `head` when the queue is empty, so the order is always `head` then `rest`.
+#[derive(Debug)]
 pub(crate) struct Deque<T> {
     head: Option<T>,
     rest: VecDeque<T>,
@@ -28,11 +29,6 @@ impl<T> Default for Deque<T> {
 }
 
 impl<T> Deque<T> {
-    /// Elements queued.
-    pub(crate) fn len(&self) -> usize {
-        usize::from(self.head.is_some()) + self.rest.len()
-    }
-
     /// Whether nothing is queued.
     pub(crate) fn is_empty(&self) -> bool {
         self.head.is_none() && self.rest.is_empty()
@@ -53,13 +49,11 @@ impl<T> Deque<T> {
     }
 
     /// The front element.
-    #[cfg(any(feature = "tokio", test))]
     pub(crate) fn front(&self) -> Option<&T> {
         self.head.as_ref().or_else(|| self.rest.front())
     }
 
     /// The back element, mutably.
-    #[cfg(any(feature = "tokio", test))]
     pub(crate) fn back_mut(&mut self) -> Option<&mut T> {
         match self.rest.back_mut() {
             Some(back) => Some(back),
@@ -68,7 +62,6 @@ impl<T> Deque<T> {
     }
 
     /// The elements, front to back.
-    #[cfg(any(feature = "tokio", test))]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.head.iter().chain(self.rest.iter())
     }
@@ -98,7 +91,6 @@ mod tests {
                 } else {
                     assert_eq!(ours.pop_front(), model.pop_front());
                 }
-                assert_eq!(ours.len(), model.len());
                 assert_eq!(ours.is_empty(), model.is_empty());
                 assert_eq!(ours.front(), model.front());
                 assert!(ours.iter().eq(model.iter()));

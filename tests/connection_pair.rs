@@ -450,12 +450,25 @@ fn server_send_bytes_does_not_copy() {
 #[test]
 fn transmit_gives_header_and_payload_as_two_io_slices() {
     let mut p = Pair::new();
-    p.client.send_binary(&[9; 300]).unwrap();
+    p.client.send_binary(&[9; 600]).unwrap();
     let t = p.client.poll_transmit().unwrap();
     let mut slices = [std::io::IoSlice::new(&[]); 4];
     assert_eq!(t.chunks_vectored(&mut slices), 2);
     assert_eq!(slices[0].len(), 8);
-    assert_eq!(slices[1].len(), 300);
+    assert_eq!(slices[1].len(), 600);
+}
+
+#[test]
+fn small_frames_are_written_back_to_back_from_one_buffer() {
+    let mut p = Pair::new();
+    for _ in 0..10 {
+        p.server.send_binary(&[7; 100]).unwrap();
+    }
+    let mut slices = [std::io::IoSlice::new(&[]); 16];
+    assert_eq!(p.server.io_slices(&mut slices), 1, "one slice for all ten");
+    assert_eq!(slices[0].len(), 10 * 102);
+    p.server.advance_output(1020);
+    assert!(!p.server.has_pending_output());
 }
 
 #[test]
@@ -497,6 +510,9 @@ fn keepalive_pong_answer_rearms_the_timer() {
     let t2 = t1 + Duration::from_secs(1);
     pump(&mut p.client, &mut p.server, t2);
     assert_eq!(drain(&mut p.server).len(), 1);
+    // The buffers go back a moment after the pong; the next keepalive ping is then due
+    // an interval after it.
+    p.server.release_idle_memory();
     assert_eq!(p.server.poll_timeout(), Some(t2 + Duration::from_secs(10)));
 }
 
@@ -526,6 +542,8 @@ fn close_after_a_quiet_spell_waits_the_close_timeout_from_the_call() {
     // An hour passes with nothing received and no timer armed; the close then starts the
     // wait for the peer's close at the time of the call, not at the last received byte.
     let later = t0 + Duration::from_secs(3600);
+    // (The memory timer gives the receive buffer back a moment after the message.)
+    p.server.handle_timeout(t0 + Duration::from_secs(1));
     assert_eq!(p.server.poll_timeout(), None);
     p.server.close(later, CloseCode::NORMAL, "").unwrap();
     assert_eq!(
@@ -558,6 +576,13 @@ fn idle_timeout_closes_with_1001() {
     conn.handle_bytes(t0 + Duration::from_secs(30), &[0x89, 0x80, 0, 0, 0, 0]);
     // A whole frame (the ping) is progress once decoded.
     assert_eq!(drain(&mut conn).len(), 1);
+    // First the memory timer gives the buffers back, then the idle timer is next.
+    let _ = conn.poll_transmit();
+    assert_eq!(
+        conn.poll_timeout(),
+        Some(t0 + Duration::from_secs(30) + Duration::from_millis(250))
+    );
+    conn.handle_timeout(t0 + Duration::from_secs(31));
     assert_eq!(conn.poll_timeout(), Some(t0 + Duration::from_secs(90)));
     conn.handle_timeout(t0 + Duration::from_secs(90));
     let evs = drain(&mut conn);
@@ -601,6 +626,8 @@ fn a_fragmented_message_must_complete_within_the_message_timeout() {
     p.client.send_chunk(b"first part, ").unwrap();
     pump(&mut p.client, &mut p.server, t0);
     assert!(drain(&mut p.server).is_empty());
+    // (The memory timer comes first, 250 ms after the bytes; then the message deadline.)
+    p.server.release_idle_memory();
     assert_eq!(p.server.poll_timeout(), Some(t0 + Duration::from_secs(30)));
     // More fragments do not move the deadline: it counts from the first.
     p.client.send_chunk(b"second part").unwrap();

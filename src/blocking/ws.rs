@@ -1,7 +1,7 @@
 //! [`WebSocket`]: a connection over any blocking `Read + Write`.
 
 use std::fmt;
-use std::io;
+use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -15,8 +15,8 @@ use crate::message::{CloseFrame, Message, Utf8Bytes};
 
 use super::net::Transport;
 
-/// Largest read asked of the socket while a large message streams in.
-const MAX_READ_CHUNK: usize = 256 * 1024;
+/// iovecs handed to one vectored write at most.
+const MAX_IOVECS: usize = 64;
 
 #[cfg(feature = "tracing")]
 fn trace_open(role: Role) {
@@ -51,12 +51,8 @@ pub struct WebSocket<S> {
     stream: S,
     conn: Connection,
     /// Encoded output not yet written (kept across a write timeout).
-    out: Vec<u8>,
-    out_pos: usize,
     subprotocol: Option<String>,
     deflate: bool,
-    read_buffer_size: usize,
-    read_size: usize,
     /// The transport failed: the error to report once (the connection is done).
     io_error: Option<io::Error>,
     /// The end of the connection was reported.
@@ -120,16 +116,11 @@ impl<S: Transport> WebSocket<S> {
         if !leftover.is_empty() {
             conn.handle_bytes(Instant::now(), leftover);
         }
-        let read_buffer_size = conn.config().read_buffer_size.max(256);
         WebSocket {
             stream,
             conn,
-            out: Vec::new(),
-            out_pos: 0,
             subprotocol,
             deflate: false,
-            read_buffer_size,
-            read_size: read_buffer_size,
             io_error: None,
             ended: false,
             user_read_timeout: None,
@@ -182,25 +173,18 @@ impl<S: Transport> WebSocket<S> {
         self.write_out().map_err(Error::Io)
     }
 
-    /// Writes all pending output and flushes the stream.
+    /// Writes all pending output from the connection's queue, many frames per vectored
+    /// write, and flushes the stream. After a write timeout what is left stays queued.
     fn write_out(&mut self) -> io::Result<()> {
-        if self.out_pos == self.out.len() {
-            self.out.clear();
-            self.out_pos = 0;
-        }
-        self.conn.write_pending(&mut self.out);
-        while self.out_pos < self.out.len() {
-            match self.stream.write(&self.out[self.out_pos..]) {
+        while self.conn.has_pending_output() {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let count = self.conn.io_slices(&mut slices);
+            match self.stream.write_vectored(&slices[..count]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.out_pos += n,
+                Ok(n) => self.conn.advance_output(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
-        }
-        self.out.clear();
-        self.out_pos = 0;
-        if self.out.capacity() > MAX_READ_CHUNK {
-            self.out = Vec::new();
         }
         self.stream.flush()
     }
@@ -355,10 +339,15 @@ impl<S: Transport> WebSocket<S> {
         }
     }
 
-    /// The transport failed: nothing more can be exchanged; `e` is reported once.
+    /// The transport failed: nothing more can be exchanged; `e` is reported once, unless
+    /// the close handshake had completed (a peer that resets the connection after it
+    /// closed cleanly ended nothing that was still open).
     fn transport_failed(&mut self, e: io::Error) {
+        let clean = self.conn.close_sent() && self.conn.close_received();
         self.conn.handle_transport_error();
-        self.io_error.get_or_insert(e);
+        if !clean {
+            self.io_error.get_or_insert(e);
+        }
     }
 
     /// The connection is done: what to report, once (`Ok(None)` after a clean close, and
@@ -421,11 +410,31 @@ impl<S: Transport> WebSocket<S> {
     /// Reads once into the connection's receive buffer.
     fn fill(&mut self) -> io::Result<()> {
         self.arm_read_deadline();
+        if self.conn.recv_buffer_is_unallocated() {
+            // Waiting with no buffer (idle, or just opened): read into the stack, so that
+            // a blocked read holds no allocation; the buffer is made when bytes arrive.
+            let mut stack = [0u8; 2048];
+            let n = loop {
+                match self.stream.read(&mut stack) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    r => break r?,
+                }
+            };
+            if n == 0 {
+                self.conn.handle_eof(Instant::now());
+            } else {
+                self.conn.handle_bytes(Instant::now(), &stack[..n]);
+            }
+            return Ok(());
+        }
         // Room for the rest of a large frame is reserved in one step; the read fills at
-        // most `read_size` of it, so the zeroing below never covers more than one read.
-        let buf = self.conn.reserve_recv(self.read_size);
+        // most one read's worth of it, so the zeroing below never covers more than that.
+        let want = {
+            self.conn.reserve_read();
+            self.conn.read_offer().max(1)
+        };
+        let buf = self.conn.recv_buffer();
         let start = buf.len();
-        let want = self.read_size.min(buf.capacity() - start).max(1);
         buf.resize(start + want, 0);
         let r = loop {
             match self.stream.read(&mut buf[start..]) {
@@ -443,11 +452,6 @@ impl<S: Transport> WebSocket<S> {
                     self.conn.handle_eof(Instant::now());
                 } else {
                     self.conn.handle_received(Instant::now());
-                    self.read_size = if n == want {
-                        (self.read_size * 2).min(MAX_READ_CHUNK)
-                    } else {
-                        self.read_buffer_size
-                    };
                 }
                 Ok(())
             }

@@ -117,11 +117,16 @@ impl Connection {
         self.failure.take()
     }
 
-    /// Whether the transport should be read: always until [`is_done`](Self::is_done)
-    /// (during the teardown what arrives is read and discarded).
+    /// Whether the transport should be read: until [`is_done`](Self::is_done) (during the
+    /// teardown what arrives is read and discarded), except while
+    /// [`Config::control_queue_capacity`](super::Config::control_queue_capacity) control
+    /// frames (pongs, the close echo) wait for the transport: a ping flood from a peer that
+    /// does not read then meets TCP backpressure instead of a growing queue.
     #[inline]
     pub fn wants_read(&self) -> bool {
-        !self.is_done() && !self.input_eof
+        !self.is_done()
+            && !self.input_eof
+            && self.out.control_frames() < self.config.control_queue_capacity.max(1)
     }
 
     /// Whether the IO layer should shut the transport's write half down now (a TCP FIN,

@@ -60,6 +60,7 @@
 mod config;
 mod lifecycle;
 mod prepared;
+mod queue;
 mod receive;
 mod send;
 mod timers;
@@ -72,7 +73,6 @@ pub use config::{
 pub use prepared::{DEFAULT_PREPARED_LEVEL, PayloadWriter, PrepareError, PreparedMessage};
 pub use types::{Error, Event, OwnedEvent, SendError, Timeout, Transmit};
 
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -83,11 +83,14 @@ use crate::codec::Role;
 use crate::codec::{Decoder, DecoderConfig, Encoder, MessageKind};
 #[cfg(feature = "deflate")]
 use crate::deflate::PerMessageDeflate;
-use crate::deque::Deque;
 use crate::message::CloseFrame;
 
 use lifecycle::Phase;
+use queue::OutQueue;
 use timers::Timers;
+
+/// Largest read the IO layers are asked for while a large message streams in.
+const MAX_READ_CHUNK: u32 = 256 * 1024;
 
 /// Buffers larger than this are freed once empty rather than kept for the next message.
 const RETAIN_CAPACITY: usize = 64 * 1024;
@@ -139,6 +142,9 @@ pub struct Connection {
     /// `rx.len()` when the IO layer last got the buffer to read into: what
     /// `handle_received` finds past it arrived with that read.
     rx_mark: usize,
+    /// The size of the next read (`reserve_read`), and the room it offered the last one.
+    read_size: u32,
+    read_offer: u32,
     /// Bytes at the front of `rx` that belong to a single-frame message still arriving
     /// (`Delivery::Whole`, uncompressed): decoded and unmasked, kept in place so that the
     /// whole message is lent or handed over from `rx` without a copy. 0 when none.
@@ -153,10 +159,8 @@ pub struct Connection {
     chunk_started: bool,
     /// Payload arena for copied (and masked) outgoing payloads.
     wbuf: BytesMut,
-    /// Pings and pongs: they may pass queued data frames.
-    control_out: VecDeque<Transmit>,
-    /// Data frames and the close, in order.
-    data_out: Deque<Transmit>,
+    /// The one output queue (queue.rs).
+    out: OutQueue,
     /// The fragmented message we are sending.
     sending: Option<OutMessage>,
     /// Where the connection is in its life (lifecycle.rs).
@@ -201,10 +205,7 @@ impl core::fmt::Debug for Connection {
         f.debug_struct("Connection")
             .field("role", &self.role)
             .field("buffered", &self.rx.len())
-            .field(
-                "queued_frames",
-                &(self.control_out.len() + self.data_out.len()),
-            )
+            .field("queued_frames", &self.out.len())
             .field("phase", &self.phase)
             .finish_non_exhaustive()
     }
@@ -256,6 +257,7 @@ impl Connection {
         dc.max_frame_size = config.max_frame_size;
         dc.max_message_size = config.max_message_size;
         dc.batch = config.batch_decode;
+        let read_size = config.read_buffer_size.clamp(256, MAX_READ_CHUNK as usize) as u32;
         Connection {
             role,
             config,
@@ -264,14 +266,15 @@ impl Connection {
             rx: BytesMut::new(),
             rx_pending: 0,
             rx_mark: 0,
+            read_size,
+            read_offer: 0,
             held: 0,
             held_start: 0,
             msg: Vec::new(),
             msg_delivered: false,
             chunk_started: false,
             wbuf: BytesMut::new(),
-            control_out: VecDeque::new(),
-            data_out: Deque::default(),
+            out: OutQueue::default(),
             sending: None,
             phase: Phase::Open,
             close_queued: false,

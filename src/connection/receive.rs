@@ -1,6 +1,5 @@
 //! Receiving: bytes in, decoded frames, assembled and inflated messages, events out.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -9,10 +8,14 @@ use bytes::{Buf, Bytes, BytesMut};
 use crate::codec::MessageKind;
 #[cfg(feature = "deflate")]
 use crate::codec::ProtocolError;
-use crate::codec::{ControlKind, DataChunk, Item, OpCode, parse_close_payload};
+use crate::codec::{
+    ControlKind, DataChunk, Item, MAX_CONTROL_PAYLOAD, OpCode, parse_close_payload,
+};
 use crate::message::{CloseFrame, Message, MessageRef};
 
-use super::{Connection, Delivery, Error, Event, Loc, OwnedEvent, RETAIN_CAPACITY, Raw};
+use super::{
+    Connection, Delivery, Error, Event, Loc, MAX_READ_CHUNK, OwnedEvent, RETAIN_CAPACITY, Raw,
+};
 
 impl Connection {
     /// Appends received bytes. `now` is the time they arrived.
@@ -24,6 +27,11 @@ impl Connection {
         if self.input_done() {
             self.now = now;
             return self.discard_received(data.len());
+        }
+        if self.rx.capacity() == 0 {
+            // A buffer for this read and the next ones (it is kept while the connection is
+            // busy), not just for these bytes.
+            self.rx.reserve(data.len().max(self.read_size as usize));
         }
         self.rx.extend_from_slice(data);
         self.note_bytes(now, data.len());
@@ -70,10 +78,36 @@ impl Connection {
         &mut self.rx
     }
 
+    /// [`reserve_recv`](Self::reserve_recv) with the connection's own read size, which
+    /// the IO layers read through: [`Config::read_buffer_size`](super::Config) at first,
+    /// doubling (up to 256 KiB) while reads fill what they were offered (a large message
+    /// streaming in), back to the configured size when a read leaves room.
+    pub fn reserve_read(&mut self) -> &mut BytesMut {
+        let size = self.read_size as usize;
+        self.reserve_recv(size);
+        let spare = self.rx.capacity() - self.rx.len();
+        self.read_offer = spare.min(size) as u32;
+        &mut self.rx
+    }
+
+    /// How many bytes the read after [`reserve_read`](Self::reserve_read) should ask for
+    /// at most (a transport that reads into initialized memory zeroes no more than this).
+    pub fn read_offer(&self) -> usize {
+        self.read_offer as usize
+    }
+
     /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
     pub fn handle_received(&mut self, now: Instant) {
         let n = self.rx.len().saturating_sub(self.rx_mark);
         self.rx_mark = self.rx.len();
+        if self.read_offer > 0 {
+            self.read_size = if n >= self.read_offer as usize {
+                (self.read_size * 2).min(MAX_READ_CHUNK)
+            } else {
+                self.config.read_buffer_size.max(256) as u32
+            };
+            self.read_offer = 0;
+        }
         if self.input_done() {
             // During the teardown what arrives is read and dropped, one read at a time.
             self.now = now;
@@ -83,6 +117,14 @@ impl Connection {
             return self.discard_received(n);
         }
         self.note_bytes(now, n);
+    }
+
+    /// Whether the receive buffer holds no allocation (an idle connection's): an IO layer
+    /// then reads into memory of its own and hands the bytes over with
+    /// [`handle_bytes`](Self::handle_bytes), so that waiting allocates nothing.
+    #[inline]
+    pub fn recv_buffer_is_unallocated(&self) -> bool {
+        self.rx.capacity() == 0
     }
 
     /// Received bytes not yet delivered.
@@ -151,14 +193,24 @@ impl Connection {
             self.rx = BytesMut::new();
         }
     }
+    /// Whether buffers kept for the next message are held (the memory timer gives them
+    /// back when the connection is quiet).
+    #[inline]
+    pub(super) fn holds_idle_memory(&self) -> bool {
+        (self.rx.capacity() > 0 && self.rx.is_empty())
+            || (self.msg.capacity() > 0 && self.msg.is_empty())
+            || self.wbuf.capacity() > 0
+            || self.out.holds_spare()
+    }
 
     /// Gives back the memory kept for reuse between messages: the receive buffer and the
     /// message assembly buffer when they are empty, the output queues' storage when all
     /// output has been taken, the send arena. Nothing observable changes; the next
     /// message allocates again.
     ///
-    /// Call it when the connection goes idle (the tokio layer does when the socket has
-    /// nothing to read), so that many idle connections hold only their fixed state.
+    /// The connection's memory timer calls it once nothing has arrived for a moment (see
+    /// [`poll_timeout`](Self::poll_timeout)), so that many idle connections hold only
+    /// their fixed state; call it yourself to give the memory back earlier.
     pub fn release_idle_memory(&mut self) {
         self.release();
         if self.rx.is_empty() && self.rx.capacity() > 0 {
@@ -171,10 +223,7 @@ impl Connection {
         if let Some(d) = self.deflate.as_deref_mut() {
             d.scratch = Vec::new();
         }
-        if self.control_out.is_empty() && self.control_out.capacity() > 0 {
-            self.control_out = VecDeque::new();
-        }
-        self.data_out.shrink_idle(0);
+        self.out.release_idle();
         if self.wbuf.capacity() > 0 {
             // Payloads split off earlier keep their own handles; this only drops ours.
             self.wbuf = BytesMut::new();
@@ -458,9 +507,12 @@ impl Connection {
                             // RFC 6455 5.5.2: "Upon receipt of a Ping frame, an endpoint MUST
                             // send a Pong frame in response" with "identical Application data".
                             if self.config.auto_pong && !self.close_queued {
-                                let data = Bytes::copy_from_slice(&self.rx[payload.clone()]);
-                                // The payload is at most 125 bytes, so this cannot fail on
-                                // length; a random-source failure only loses this pong.
+                                // The payload is at most 125 bytes (the decoder checked), so
+                                // this cannot fail on length; a random-source failure only
+                                // loses this pong.
+                                let mut data = [0u8; MAX_CONTROL_PAYLOAD];
+                                let data = &mut data[..payload.len()];
+                                data.copy_from_slice(&self.rx[payload.clone()]);
                                 let _ = self.queue_control(OpCode::Pong, data);
                             }
                             Raw::Ping(payload)

@@ -1,6 +1,7 @@
 //! Sending: messages, fragments, control frames and the close, framed (masked,
-//! compressed) into the output queues.
+//! compressed) into the output queue (queue.rs), and the queue's face to the IO layers.
 
+use std::io::IoSlice;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -10,31 +11,59 @@ use crate::codec::{CloseCode, MAX_CONTROL_PAYLOAD, MessageKind, OpCode};
 #[cfg(feature = "deflate")]
 use crate::deflate::PerMessageDeflate;
 
+use super::queue::COALESCE_PAYLOAD_MAX;
 use super::{Connection, OutMessage, SendError, Transmit};
 
 impl Connection {
-    /// The next frame to write, if any. Pings and pongs may pass queued data frames;
-    /// everything else keeps its order.
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.control_out
-            .pop_front()
-            .or_else(|| self.data_out.pop_front())
+    /// Fills `out` with the output not yet written, in the order it goes out (control
+    /// frames at the next frame boundary, the rest in order), for one vectored write;
+    /// returns how many slices were used (0: nothing to write). Report what the transport
+    /// took with [`advance_output`](Self::advance_output).
+    #[inline]
+    pub fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        self.out.io_slices(out)
     }
 
-    /// True when [`poll_transmit`](Self::poll_transmit) has something.
+    /// Marks `n` bytes of [`io_slices`](Self::io_slices) as written.
+    #[inline]
+    pub fn advance_output(&mut self, n: usize) {
+        self.out.advance(n);
+    }
+
+    /// The next frame to write, taken out of the queue (for writing frame by frame;
+    /// [`io_slices`](Self::io_slices) writes many at once). Pings and pongs may pass
+    /// queued data frames; everything else keeps its order.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop()
+    }
+
+    /// True when there is output to write.
     #[inline]
     pub fn has_pending_output(&self) -> bool {
-        !self.control_out.is_empty() || !self.data_out.is_empty()
+        !self.out.is_empty()
     }
 
-    /// Bytes of the frames [`poll_transmit`](Self::poll_transmit) has still to give.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn pending_output_len(&self) -> usize {
-        self.control_out.iter().map(Transmit::len).sum::<usize>()
-            + self.data_out.iter().map(Transmit::len).sum::<usize>()
+    /// True when control frames (pongs, the close echo) wait to be written.
+    #[inline]
+    pub fn has_control_output(&self) -> bool {
+        self.out.control_frames() > 0
     }
 
-    /// Appends all pending output to `out` (for blocking IO and tests).
+    /// Bytes of output not yet written.
+    #[inline]
+    pub fn pending_output_len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether a message of `len` bytes fits under
+    /// [`Config::send_queue_high_water`](super::Config::send_queue_high_water) now; an
+    /// empty queue takes any one message.
+    #[inline]
+    pub fn has_room(&self, len: usize) -> bool {
+        self.out.has_room(len, self.config.send_queue_high_water)
+    }
+
+    /// Appends all pending output to `out` (for tests and simple transports).
     pub fn write_pending(&mut self, out: &mut Vec<u8>) {
         while let Some(t) = self.poll_transmit() {
             out.extend_from_slice(t.header());
@@ -83,9 +112,7 @@ impl Connection {
                 return self.queue_owned(true, true, kind.opcode(), out.into());
             }
         }
-        let t = self.frame_slice(true, false, kind.opcode(), payload)?;
-        self.data_out.push_back(t);
-        Ok(())
+        self.queue_slice(true, false, kind.opcode(), payload)
     }
 
     /// Sends a text message.
@@ -134,7 +161,7 @@ impl Connection {
         if self.sending.is_some() {
             return Err(SendError::MessageInProgress);
         }
-        self.data_out.push_back(Transmit::raw(frame));
+        self.out.push_encoded(frame);
         Ok(())
     }
 
@@ -210,21 +237,19 @@ impl Connection {
             // RFC 7692 6: RSV1 on the first frame of a compressed message only.
             self.queue_owned(fin, m.first, opcode, Bytes::from(out))?;
         } else {
-            let t = self.frame_slice(fin, false, opcode, data)?;
-            self.data_out.push_back(t);
+            self.queue_slice(fin, false, opcode, data)?;
         }
         #[cfg(not(feature = "deflate"))]
-        {
-            let t = self.frame_slice(fin, false, opcode, data)?;
-            self.data_out.push_back(t);
-        }
+        self.queue_slice(fin, false, opcode, data)?;
         m.first = false;
         self.sending = if fin { None } else { Some(m) };
         Ok(())
     }
 
-    /// Queues a ping. Control frames go out ahead of queued data frames, and may be sent
-    /// in the middle of a fragmented message.
+    /// Queues a ping, in order with the messages sent before and after it; it may be sent
+    /// between the fragments of a fragmented message. (The connection's own control
+    /// frames, the pongs it answers with and its keepalive pings, go out ahead of queued
+    /// messages instead, so that a large message never delays them.)
     ///
     /// # Errors
     ///
@@ -232,13 +257,23 @@ impl Connection {
     /// [`SendError::Closed`] after our close.
     pub fn ping(&mut self, payload: &[u8]) -> Result<(), SendError> {
         self.check_open()?;
-        self.queue_control(OpCode::Ping, Bytes::copy_from_slice(payload))
+        self.queue_app_control(OpCode::Ping, payload)
     }
 
-    /// Sends an unsolicited pong (payload at most 125 bytes).
+    /// Sends an unsolicited pong (payload at most 125 bytes), in order like
+    /// [`ping`](Self::ping).
     pub fn pong(&mut self, payload: &[u8]) -> Result<(), SendError> {
         self.check_open()?;
-        self.queue_control(OpCode::Pong, Bytes::copy_from_slice(payload))
+        self.queue_app_control(OpCode::Pong, payload)
+    }
+
+    /// An application's ping or pong: checked like any control frame, queued in order.
+    fn queue_app_control(&mut self, opcode: OpCode, payload: &[u8]) -> Result<(), SendError> {
+        // RFC 6455 5.5: "All control frames MUST have a payload length of 125 bytes or less".
+        if payload.len() > MAX_CONTROL_PAYLOAD {
+            return Err(SendError::ControlTooLong);
+        }
+        self.queue_slice(true, false, opcode, payload)
     }
 
     /// Starts (or, after the peer's close, completes) the close handshake with `code` and
@@ -264,33 +299,50 @@ impl Connection {
         if 2 + reason.len() > MAX_CONTROL_PAYLOAD {
             return Err(SendError::ControlTooLong);
         }
-        let mut payload = Vec::with_capacity(2 + reason.len());
+        let mut payload = [0u8; MAX_CONTROL_PAYLOAD];
+        let mut n = 0;
         if let Some(code) = code {
-            payload.extend_from_slice(&code.0.to_be_bytes());
-            payload.extend_from_slice(reason.as_bytes());
+            payload[..2].copy_from_slice(&code.0.to_be_bytes());
+            payload[2..2 + reason.len()].copy_from_slice(reason.as_bytes());
+            n = 2 + reason.len();
         }
-        let t = self.frame(true, false, OpCode::Close, payload.into())?;
-        self.data_out.push_back(t);
+        // The close goes in order with the data frames: after everything sent before it.
+        self.queue_slice(true, false, OpCode::Close, &payload[..n])?;
         self.sending = None;
         let now = self.now;
         self.on_close_queued(now);
         Ok(())
     }
 
+    /// Queues one of the connection's own control frames (an automatic pong, a keepalive
+    /// ping): ahead of queued messages, at the next frame boundary.
     pub(super) fn queue_control(
         &mut self,
         opcode: OpCode,
-        payload: Bytes,
+        payload: &[u8],
     ) -> Result<(), SendError> {
         // RFC 6455 5.5: "All control frames MUST have a payload length of 125 bytes or less".
         if payload.len() > MAX_CONTROL_PAYLOAD {
             return Err(SendError::ControlTooLong);
         }
-        let t = self.frame(true, false, opcode, payload)?;
-        self.control_out.push_back(t);
+        let (header, mask) = self
+            .encoder
+            .header(true, false, opcode, payload.len() as u64)?;
+        match mask {
+            None => self.out.push_control(header.as_slice(), payload),
+            Some(mut key) => {
+                let mut masked = [0u8; MAX_CONTROL_PAYLOAD];
+                let masked = &mut masked[..payload.len()];
+                masked.copy_from_slice(payload);
+                rapidws_simd::mask::apply(masked, &mut key);
+                self.out.push_control(header.as_slice(), masked);
+            }
+        }
         Ok(())
     }
 
+    /// Queues a frame whose payload the caller owns: as it is for a server (a large one
+    /// is never copied), masked for a client (in place when the payload is ours alone).
     fn queue_owned(
         &mut self,
         fin: bool,
@@ -298,55 +350,38 @@ impl Connection {
         opcode: OpCode,
         payload: Bytes,
     ) -> Result<(), SendError> {
-        let t = self.frame(fin, rsv1, opcode, payload)?;
-        self.data_out.push_back(t);
+        if payload.len() <= COALESCE_PAYLOAD_MAX || self.role == Role::Client {
+            return self.queue_slice(fin, rsv1, opcode, &payload);
+        }
+        let (header, _) = self
+            .encoder
+            .header(fin, rsv1, opcode, payload.len() as u64)?;
+        self.out.push_frame(header, payload);
         Ok(())
     }
 
-    /// Builds a frame; for a client, masks the payload (copying it unless it is ours alone).
-    fn frame(
-        &mut self,
-        fin: bool,
-        rsv1: bool,
-        opcode: OpCode,
-        payload: Bytes,
-    ) -> Result<Transmit, SendError> {
-        let (header, mask) = self
-            .encoder
-            .header(fin, rsv1, opcode, payload.len() as u64)?;
-        let payload = match mask {
-            None => payload,
-            Some(mut key) => match payload.try_into_mut() {
-                Ok(mut owned) => {
-                    rapidws_simd::mask::apply(&mut owned, &mut key);
-                    owned.freeze()
-                }
-                Err(shared) => {
-                    self.wbuf.reserve(shared.len());
-                    self.wbuf.extend_from_slice(&shared);
-                    rapidws_simd::mask::apply(&mut self.wbuf, &mut key);
-                    self.wbuf.split().freeze()
-                }
-            },
-        };
-        Ok(Transmit::new(header, payload))
-    }
-
-    /// Builds a frame from a borrowed payload, copied (and masked, for a client) into the
-    /// send arena: one allocation amortized over many frames, one pass over the bytes.
-    fn frame_slice(
+    /// Queues a frame from a borrowed payload, copied (and masked, for a client) once: a
+    /// small one straight into the queue's coalesce chunk, a large one into the send
+    /// arena (one allocation amortized over many frames).
+    fn queue_slice(
         &mut self,
         fin: bool,
         rsv1: bool,
         opcode: OpCode,
         data: &[u8],
-    ) -> Result<Transmit, SendError> {
+    ) -> Result<(), SendError> {
         let (header, mask) = self.encoder.header(fin, rsv1, opcode, data.len() as u64)?;
+        if data.len() <= COALESCE_PAYLOAD_MAX {
+            self.out.push_copied(header.as_slice(), data, mask);
+            return Ok(());
+        }
         self.wbuf.reserve(data.len());
         self.wbuf.extend_from_slice(data);
         if let Some(mut key) = mask {
             rapidws_simd::mask::apply(&mut self.wbuf, &mut key);
         }
-        Ok(Transmit::new(header, self.wbuf.split().freeze()))
+        let payload = self.wbuf.split().freeze();
+        self.out.push_frame(header, payload);
+        Ok(())
     }
 }

@@ -10,6 +10,11 @@
 //! | message | a fragmented message is arriving | its first frame | `message_timeout` | fail, `Timeout::Message`, close 1008 |
 //! | close | our close is out | the `close` call | `close_timeout` | fail, `Timeout::Close` |
 //! | teardown | the teardown | its start | `close_timeout` (clean) / `linger_timeout` (failed) | done |
+//! | memory | buffers are held | the last bytes received | 250 ms | the empty buffers are given back |
+//!
+//! The memory timer keeps a busy connection's receive buffer and output chunk from one
+//! message to the next (no allocation per message) and gives them back once it has been
+//! quiet for a moment, so an idle connection holds only its fixed state.
 //!
 //! Keepalive and pong count any received byte as a sign of life, so a peer sending one
 //! large frame over a slow link is not taken for dead (the IO layers read while a send
@@ -18,9 +23,7 @@
 //! is waiting in. The idle timer counts progress only, so a peer trickling a byte now and
 //! then cannot hold a connection forever.
 
-use std::time::Instant;
-
-use bytes::Bytes;
+use std::time::{Duration, Instant};
 
 use crate::codec::OpCode;
 
@@ -29,6 +32,9 @@ use super::{Connection, Error, Timeout};
 
 /// Payload bytes that count as progress for the idle timer when no frame completes.
 pub(super) const PROGRESS_BYTES: usize = 64 * 1024;
+
+/// A connection quiet this long gives its empty buffers back.
+pub(super) const IDLE_RELEASE: Duration = Duration::from_millis(250);
 
 /// The timers' state: when things last happened.
 #[derive(Clone, Debug)]
@@ -83,6 +89,9 @@ impl Connection {
         }
         add(c.idle_timeout.map(|d| t.last_progress + d));
         add(t.message_since.zip(c.message_timeout).map(|(at, d)| at + d));
+        if self.holds_idle_memory() {
+            add(Some(t.last_rx + IDLE_RELEASE));
+        }
         next
     }
 
@@ -91,6 +100,9 @@ impl Connection {
     /// queued), or the teardown ends.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
+        if self.holds_idle_memory() && self.timers.last_rx + IDLE_RELEASE <= now {
+            self.release_idle_memory();
+        }
         let c = &self.config;
         let t = &self.timers;
         let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
@@ -119,7 +131,7 @@ impl Connection {
             }
             None => {
                 if due(c.keepalive_interval.map(|d| t.last_rx + d))
-                    && self.queue_control(OpCode::Ping, Bytes::new()).is_ok()
+                    && self.queue_control(OpCode::Ping, &[]).is_ok()
                 {
                     self.timers.ping_sent_at = Some(now);
                 }

@@ -265,8 +265,7 @@ pub struct Transmit {
 }
 
 impl Transmit {
-    pub(crate) fn new(header: crate::codec::HeaderBuf, payload: Bytes) -> Self {
-        let (header, header_len) = header.into_parts();
+    pub(crate) fn from_parts(header: [u8; MAX_HEADER_LEN], header_len: u8, payload: Bytes) -> Self {
         Transmit {
             header,
             header_len,

@@ -1,6 +1,6 @@
-//! Drives a sans-IO [`Connection`] over tokio IO: reads into its receive buffer, moves its
-//! output into the [`SendQueue`] and writes that with vectored writes, and runs its timers
-//! on a tokio `Sleep`.
+//! Drives a sans-IO [`Connection`] over tokio IO: reads into its receive buffer, writes
+//! its output queue with vectored writes, carries out its teardown, and arms its one
+//! deadline on a tokio `Sleep`.
 //!
 //! The same engine serves the whole [`WebSocket`](super::WebSocket) and, behind a mutex,
 //! its split halves. Reading answers pings and echoes closes (the connection queues them;
@@ -13,18 +13,12 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
-use crate::connection::{self, Connection, OwnedEvent, Raw, Transmit};
+use crate::connection::{self, Connection, OwnedEvent, Raw};
 use crate::error::Error;
-
-use super::pool;
-use super::queue::SendQueue;
-
-/// Largest read asked of the socket while a large message streams in.
-const MAX_READ_CHUNK: usize = 256 * 1024;
 
 /// The socket as the reading side sees it: read and write ends, used one at a time.
 pub(crate) trait Io {
@@ -100,18 +94,16 @@ fn with_wcx<T>(
     }
 }
 
-/// The per-connection engine.
+/// Bytes read into the stack by a connection that holds no receive buffer.
+const IDLE_READ: usize = 2048;
+
+/// iovecs handed to one `writev` at most. Linux allows 1024; 64 already amortises the
+/// syscall.
+const MAX_IOVECS: usize = 64;
+
+/// The per-connection pump.
 pub(crate) struct Engine {
     pub(crate) conn: Connection,
-    queue: SendQueue,
-    /// Control frames moved to the queue since it was last empty.
-    control_pending: usize,
-    control_capacity: usize,
-    high_water: usize,
-    read_buffer_size: usize,
-    /// Current read size: doubles while reads fill it (a large message streaming in),
-    /// back to `read_buffer_size` when the connection goes idle.
-    read_size: usize,
     sleep: Option<Pin<Box<Sleep>>>,
     armed: Option<tokio::time::Instant>,
     /// The waker the `Sleep` was last polled with since it was set: it wakes that one.
@@ -130,20 +122,8 @@ pub(crate) fn now() -> std::time::Instant {
 
 impl Engine {
     pub(crate) fn new(conn: Connection, leftover: &[u8]) -> Self {
-        let config = conn.config();
-        let (control_capacity, high_water) = (
-            config.control_queue_capacity.max(1),
-            config.send_queue_high_water,
-        );
-        let read_buffer_size = config.read_buffer_size.max(256);
         let mut engine = Engine {
             conn,
-            queue: SendQueue::default(),
-            control_pending: 0,
-            control_capacity,
-            high_water,
-            read_buffer_size,
-            read_size: read_buffer_size,
             sleep: None,
             armed: None,
             timer_waker: None,
@@ -158,38 +138,40 @@ impl Engine {
 
     /// Bytes waiting to be written.
     pub(crate) fn queued(&self) -> usize {
-        self.queue.len() + self.conn.pending_output_len()
+        self.conn.pending_output_len()
     }
 
-    /// Moves the connection's output frames into the send queue.
-    fn take_output(&mut self) {
-        if !self.conn.has_pending_output() {
-            return;
-        }
-        while let Some(t) = self.conn.poll_transmit() {
-            self.push(t);
-        }
-    }
-
-    /// Writes the queue out; `Ready(Ok)` when it is empty.
+    /// Writes the connection's output queue out, many frames per vectored write;
+    /// `Ready(Ok)` when it is empty.
     pub(crate) fn poll_drain(
         &mut self,
         cx: &mut Context<'_>,
         mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
     ) -> Poll<io::Result<()>> {
-        if self.queue.is_empty() {
-            ready!(self.poll_write_through(cx, wr.as_mut()))?;
-            if self.queue.is_empty() && !self.conn.has_pending_output() {
-                self.control_pending = 0;
-                return Poll::Ready(Ok(()));
+        while self.conn.has_pending_output() {
+            let n = if !wr.is_write_vectored() {
+                let mut one = [IoSlice::new(&[])];
+                self.conn.io_slices(&mut one);
+                ready!(wr.as_mut().poll_write(cx, &one[0]))?
+            } else {
+                // Most writes are one frame (a header and a payload, or one chunk of
+                // small frames): no need to set up a full iovec array for them.
+                let mut few = [IoSlice::new(&[]); 4];
+                let count = self.conn.io_slices(&mut few);
+                if count < few.len() {
+                    ready!(wr.as_mut().poll_write_vectored(cx, &few[..count]))?
+                } else {
+                    let mut many = [IoSlice::new(&[]); MAX_IOVECS];
+                    let count = self.conn.io_slices(&mut many);
+                    ready!(wr.as_mut().poll_write_vectored(cx, &many[..count]))?
+                }
+            };
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
+            self.conn.advance_output(n);
         }
-        self.take_output();
-        let r = self.queue.poll_drain(cx, wr);
-        if self.queue.is_empty() {
-            self.control_pending = 0;
-        }
-        r
+        Poll::Ready(Ok(()))
     }
 
     /// A write side wait (`send`, `flush`, room in the queue) would wait: arms the
@@ -205,7 +187,9 @@ impl Engine {
         // input: a pong to our keepalive is then seen even though the application is not
         // receiving. The rest waits for the next receive.
         if io.reads() {
-            while self.conn.wants_read() && self.conn.buffered_input() < self.read_buffer_size {
+            while self.conn.wants_read()
+                && self.conn.buffered_input() < self.conn.config().read_buffer_size
+            {
                 match self.poll_fill(cx, io) {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => {
@@ -236,52 +220,6 @@ impl Engine {
         }
     }
 
-    /// With nothing queued and exactly one frame from the connection (a `send` between
-    /// receives, the common case), writes that frame straight from the connection's
-    /// `Transmit`: no copy into the queue's coalesce chunk, no queue entry. What the
-    /// socket does not take goes to the queue as usual. `Pending` only after queueing it.
-    fn poll_write_through(
-        &mut self,
-        cx: &mut Context<'_>,
-        wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
-    ) -> Poll<io::Result<()>> {
-        if !self.conn.has_pending_output() || !wr.is_write_vectored() {
-            return Poll::Ready(Ok(()));
-        }
-        let Some(mut t) = self.conn.poll_transmit() else {
-            return Poll::Ready(Ok(()));
-        };
-        if self.conn.has_pending_output() {
-            // Several frames: the queue writes them together.
-            self.push(t);
-            return Poll::Ready(Ok(()));
-        }
-        let parts = [IoSlice::new(t.header()), IoSlice::new(t.payload())];
-        match wr.poll_write_vectored(cx, &parts) {
-            Poll::Ready(Ok(n)) if n == t.len() => Poll::Ready(Ok(())),
-            Poll::Ready(Ok(n)) => {
-                // Partly written (or not at all: the queue's drain reports `WriteZero`).
-                t.advance(n);
-                self.push(t);
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => {
-                self.push(t);
-                Poll::Pending
-            }
-        }
-    }
-
-    /// Queues one frame from the connection.
-    fn push(&mut self, t: Transmit) {
-        // Opcodes 0x8-0xF are control frames (RFC 6455 5.5).
-        if t.header().first().is_some_and(|b| b & 0x08 != 0) {
-            self.control_pending += 1;
-        }
-        self.queue.push(t);
-    }
-
     /// Drains, then flushes the IO object.
     pub(crate) fn poll_flush(
         &mut self,
@@ -305,8 +243,7 @@ impl Engine {
         extra: usize,
     ) -> Poll<Result<(), Error>> {
         loop {
-            self.take_output();
-            if self.queue.has_room(extra, self.high_water) {
+            if self.conn.has_room(extra) {
                 return Poll::Ready(Ok(()));
             }
             match self.poll_drain(cx, io.wr()) {
@@ -318,23 +255,18 @@ impl Engine {
     }
 
     /// Whether `extra` more bytes fit under the high-water mark right now.
-    pub(crate) fn has_room(&mut self, extra: usize) -> bool {
-        self.take_output();
-        self.queue.has_room(extra, self.high_water)
+    #[inline]
+    pub(crate) fn has_room(&self, extra: usize) -> bool {
+        self.conn.has_room(extra)
     }
 
-    /// Runs a send operation on the connection and queues its frames.
+    /// Runs a send operation on the connection (its frames join the output queue).
+    #[inline]
     pub(crate) fn send_with(
         &mut self,
         f: impl FnOnce(&mut Connection) -> Result<(), connection::SendError>,
     ) -> Result<(), Error> {
-        let r = f(&mut self.conn);
-        // With nothing queued the frame stays with the connection, for the next drain to
-        // write straight from it (`poll_write_through`); behind queued frames it joins them.
-        if !self.queue.is_empty() {
-            self.take_output();
-        }
-        r.map_err(Error::from_send)
+        f(&mut self.conn).map_err(Error::from_send)
     }
 
     /// Arms the timer for the connection's next deadline; true when it has fired (and
@@ -389,10 +321,15 @@ impl Engine {
         fired
     }
 
-    /// The transport failed: nothing more can be exchanged; `e` is reported once.
+    /// The transport failed: nothing more can be exchanged; `e` is reported once, unless
+    /// the close handshake had completed (a peer that resets the connection after it
+    /// closed cleanly, as many do, ended nothing that was still open).
     fn transport_failed(&mut self, e: io::Error) {
+        let clean = self.conn.close_sent() && self.conn.close_received();
         self.conn.handle_transport_error();
-        self.io_error.get_or_insert(e);
+        if !clean {
+            self.io_error.get_or_insert(e);
+        }
     }
 
     /// The next event from the peer, owned. `Ok(None)` once the connection has closed
@@ -426,11 +363,10 @@ impl Engine {
             };
             match next {
                 Some(Ok(ev)) => {
-                    // Pongs and the close echo leave now if the socket takes them. Queued
-                    // data waits until the receive side would block, so messages queued
-                    // with `feed` between receives share one vectored write.
-                    self.take_output();
-                    if self.control_pending > 0
+                    // Pongs and the close echo leave now if the socket takes them; queued
+                    // data with them (messages queued with `feed` otherwise wait for the
+                    // receive that would block, to share one vectored write).
+                    if self.conn.has_control_output()
                         && let Poll::Ready(Err(e)) =
                             with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
                     {
@@ -459,7 +395,7 @@ impl Engine {
             }
             // Before reading on, write what is queued (answers queued with `feed` leave
             // together here). Checked first: most passes have nothing to write.
-            if (self.conn.has_pending_output() || !self.queue.is_empty())
+            if self.conn.has_pending_output()
                 && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
             {
                 self.transport_failed(e);
@@ -479,10 +415,10 @@ impl Engine {
                     continue;
                 }
             }
-            // Too many control frames wait for the socket: stop reading until it takes
-            // them (the drain above registered for write readiness). The timers still run.
-            let stalled = self.control_pending >= self.control_capacity && !self.queue.is_empty();
-            if !stalled && self.conn.wants_read() {
+            // The connection says whether to read: not while too many control frames wait
+            // for the socket (the drain above registered for write readiness; the timers
+            // still run).
+            if self.conn.wants_read() {
                 match self.poll_fill(cx, io) {
                     Poll::Ready(Ok(())) => continue,
                     Poll::Ready(Err(e)) => {
@@ -531,13 +467,14 @@ impl Engine {
 
     /// Reads once into the connection's receive buffer.
     fn poll_fill(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) -> Poll<io::Result<()>> {
-        let buf = self.conn.recv_buffer();
-        if buf.capacity() == 0 {
-            *buf = pool::take(self.read_size);
+        if self.conn.recv_buffer_is_unallocated() {
+            return self.poll_fill_idle(cx, io);
         }
-        // Room for the next read, and for the rest of a large frame in one step.
-        let buf = self.conn.reserve_recv(self.read_size);
-        let spare = buf.capacity() - buf.len();
+        // Room for the next read, and for the rest of a large frame in one step. The
+        // buffer is kept while the connection is busy and given back when it goes quiet
+        // (the connection's memory timer), so request/response traffic does not allocate
+        // per message and an idle connection holds none.
+        let buf = self.conn.reserve_read();
         let mut rd = io.rd();
         let fut = rd.read_buf(buf);
         match std::pin::pin!(fut).poll(cx) {
@@ -545,28 +482,27 @@ impl Engine {
                 self.conn.handle_eof(now());
                 Poll::Ready(Ok(()))
             }
-            Poll::Ready(Ok(n)) => {
+            Poll::Ready(Ok(_)) => {
                 self.conn.handle_received(now());
-                if n == spare {
-                    // The read filled what we offered: offer more next time.
-                    self.read_size = (self.read_size * 2).min(MAX_READ_CHUNK);
-                }
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => {
-                // Idle: the empty receive buffer goes back to the thread's stock, and the
-                // output queues' storage and the send arena are released, so an idle
-                // connection holds none of them; the next message takes a buffer from the
-                // stock and allocates small queues again.
-                if buf.is_empty() {
-                    self.read_size = self.read_buffer_size;
-                    pool::give(std::mem::take(buf), self.read_buffer_size);
-                }
-                self.conn.release_idle_memory();
-                self.queue.release_idle();
-                Poll::Pending
-            }
+            Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// [`poll_fill`](Self::poll_fill) for a connection that holds no receive buffer (idle,
+    /// or just opened): reads into the stack, so that waiting for the peer allocates
+    /// nothing; the buffer is made when bytes arrive.
+    fn poll_fill_idle(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) -> Poll<io::Result<()>> {
+        let mut stack = [const { std::mem::MaybeUninit::<u8>::uninit() }; IDLE_READ];
+        let mut rb = tokio::io::ReadBuf::uninit(&mut stack);
+        ready!(io.rd().poll_read(cx, &mut rb))?;
+        if rb.filled().is_empty() {
+            self.conn.handle_eof(now());
+        } else {
+            self.conn.handle_bytes(now(), rb.filled());
+        }
+        Poll::Ready(Ok(()))
     }
 }

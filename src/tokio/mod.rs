@@ -46,10 +46,8 @@
 mod client;
 mod engine;
 mod net;
-mod pool;
 #[cfg(feature = "proxy")]
 mod proxy;
-mod queue;
 mod server;
 #[cfg(feature = "tokio-rustls")]
 mod tls;

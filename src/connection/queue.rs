@@ -1,0 +1,490 @@
+//! The connection's one output queue: encoded frames waiting for the transport.
+//!
+//! Control frames (pings, pongs) go out at the next frame boundary, ahead of queued data
+//! frames (RFC 6455 5.4: "Control frames MAY be injected in the middle of a fragmented
+//! message", and never inside a frame); data frames and the close keep their order. A
+//! frame with a small payload is copied, header and payload back to back, into one
+//! contiguous chunk shared with the small frames around it, so a burst of small messages
+//! is a few slices for one vectored write; a large payload stays where the caller put it
+//! (a shared [`Bytes`]), next to its header. The IO layers write with
+//! [`io_slices`](OutQueue::io_slices) and report what the transport took with
+//! [`advance`](OutQueue::advance).
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::codec::{HeaderBuf, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN};
+use crate::deque::Deque;
+
+use super::Transmit;
+
+/// Payloads up to this size are copied into the coalesce chunk.
+pub(super) const COALESCE_PAYLOAD_MAX: usize = 512;
+
+/// A coalesce chunk holds at least this much when it is made (it grows as small frames
+/// join it, and is kept for the next ones): small, so that a lone close frame costs
+/// little.
+const CHUNK_MIN: usize = 1024;
+
+/// A coalesce chunk stops growing past this size, so one chunk never pins much memory;
+/// a spare chunk larger than this is not kept.
+const CHUNK_MAX: usize = 16 * 1024;
+
+/// One queued data frame (or the close).
+#[derive(Debug)]
+enum Entry {
+    /// A header and a payload held apart (a prepared frame: no header, its whole encoding
+    /// as payload).
+    Frame {
+        header: [u8; MAX_HEADER_LEN],
+        header_len: u8,
+        payload: Bytes,
+    },
+    /// Whole small frames copied back to back.
+    Copied(BytesMut),
+}
+
+impl Entry {
+    fn parts(&self) -> (&[u8], &[u8]) {
+        match self {
+            Entry::Frame {
+                header,
+                header_len,
+                payload,
+            } => (&header[..usize::from(*header_len)], payload),
+            Entry::Copied(b) => (b, &[]),
+        }
+    }
+
+    fn len(&self) -> usize {
+        let (a, b) = self.parts();
+        a.len() + b.len()
+    }
+}
+
+/// One control frame: at most 2 header bytes, a mask key and 125 payload bytes.
+#[derive(Clone, Debug)]
+struct Control {
+    bytes: [u8; 2 + 4 + MAX_CONTROL_PAYLOAD],
+    header_len: u8,
+    len: u8,
+}
+
+/// The output queue.
+#[derive(Debug, Default)]
+pub(crate) struct OutQueue {
+    /// Control frames, oldest first.
+    control: VecDeque<Control>,
+    /// Data frames and the close, oldest first.
+    data: Deque<Entry>,
+    /// Bytes of the front frame already written: of `data`'s front when
+    /// `data_in_progress`, else of `control`'s front.
+    written: usize,
+    /// The front data frame is partly written: it finishes before any control frame.
+    data_in_progress: bool,
+    /// Bytes queued and not yet written.
+    len: usize,
+    /// An empty chunk kept for the next small frames (the last one written out).
+    spare: Option<BytesMut>,
+}
+
+impl OutQueue {
+    /// Bytes queued and not yet written.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is waiting.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Control frames waiting (the backpressure on reading: see
+    /// [`Config::control_queue_capacity`](super::Config::control_queue_capacity)).
+    #[inline]
+    pub(crate) fn control_frames(&self) -> usize {
+        self.control.len()
+    }
+
+    /// Whether `extra` more bytes fit under `high_water`. An empty queue always has room,
+    /// so a single message larger than the mark can still be sent.
+    #[inline]
+    pub(crate) fn has_room(&self, extra: usize, high_water: usize) -> bool {
+        self.len == 0 || self.len.saturating_add(extra) <= high_water
+    }
+
+    /// Queues a control frame (header and payload, already masked for a client).
+    pub(crate) fn push_control(&mut self, header: &[u8], payload: &[u8]) {
+        let mut c = Control {
+            bytes: [0; 2 + 4 + MAX_CONTROL_PAYLOAD],
+            header_len: header.len() as u8,
+            len: 0,
+        };
+        let n = header.len() + payload.len();
+        c.bytes[..header.len()].copy_from_slice(header);
+        c.bytes[header.len()..n].copy_from_slice(payload);
+        c.len = n as u8;
+        self.len += n;
+        self.control.push_back(c);
+    }
+
+    /// Queues a data frame (or the close) with its payload held as is; a small payload is
+    /// copied into the coalesce chunk instead. The payload is already masked for a client.
+    pub(crate) fn push_frame(&mut self, header: HeaderBuf, payload: Bytes) {
+        if payload.len() <= COALESCE_PAYLOAD_MAX {
+            return self.push_copied(header.as_slice(), &payload, None);
+        }
+        let (header, header_len) = header.into_parts();
+        self.len += usize::from(header_len) + payload.len();
+        self.data.push_back(Entry::Frame {
+            header,
+            header_len,
+            payload,
+        });
+    }
+
+    /// Queues a whole encoded frame (a prepared message's), shared as is.
+    pub(crate) fn push_encoded(&mut self, frame: Bytes) {
+        self.len += frame.len();
+        self.data.push_back(Entry::Frame {
+            header: [0; MAX_HEADER_LEN],
+            header_len: 0,
+            payload: frame,
+        });
+    }
+
+    /// Copies a small frame into the tail chunk: `header`, then `payload`, masked with
+    /// `mask` (a client's key) as it is copied. Returns nothing: one pass over the bytes.
+    pub(crate) fn push_copied(&mut self, header: &[u8], payload: &[u8], mask: Option<[u8; 4]>) {
+        let n = header.len() + payload.len();
+        self.len += n;
+        let chunk = self.tail_chunk(n);
+        chunk.extend_from_slice(header);
+        let start = chunk.len();
+        chunk.extend_from_slice(payload);
+        if let Some(mut key) = mask {
+            rapidws_simd::mask::apply(&mut chunk[start..], &mut key);
+        }
+    }
+
+    /// The chunk the next `n` bytes of small frames are copied into: the tail one when it
+    /// has room, else a new one (the spare, when there is one).
+    fn tail_chunk(&mut self, n: usize) -> &mut BytesMut {
+        let reuse =
+            matches!(self.data.back_mut(), Some(Entry::Copied(c)) if c.len() + n <= CHUNK_MAX);
+        if !reuse {
+            let chunk = match self.spare.take() {
+                Some(spare) if spare.capacity() >= n => spare,
+                _ => BytesMut::with_capacity(n.max(CHUNK_MIN)),
+            };
+            self.data.push_back(Entry::Copied(chunk));
+        }
+        match self.data.back_mut() {
+            Some(Entry::Copied(c)) => c,
+            // Just pushed.
+            _ => unreachable!("the tail is a chunk"),
+        }
+    }
+
+    /// Fills `out` with the unwritten bytes in the order they go out; returns how many
+    /// slices were used (0 when nothing waits).
+    pub(crate) fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        let mut skip = self.written;
+        let mut put = |part: &'a [u8], n: &mut usize| -> bool {
+            if skip >= part.len() {
+                skip -= part.len();
+                return true;
+            }
+            if *n == out.len() {
+                return false;
+            }
+            out[*n] = IoSlice::new(&part[skip..]);
+            skip = 0;
+            *n += 1;
+            true
+        };
+        let mut data = self.data.iter();
+        if self.data_in_progress
+            && let Some(front) = data.next()
+        {
+            let (a, b) = front.parts();
+            if !put(a, &mut n) || !put(b, &mut n) {
+                return n;
+            }
+        }
+        for c in &self.control {
+            if !put(&c.bytes[..usize::from(c.len)], &mut n) {
+                return n;
+            }
+        }
+        for entry in data {
+            let (a, b) = entry.parts();
+            if !put(a, &mut n) || !put(b, &mut n) {
+                return n;
+            }
+        }
+        n
+    }
+
+    /// Marks `n` bytes as written (in [`io_slices`](Self::io_slices) order), dropping the
+    /// frames that are done.
+    pub(crate) fn advance(&mut self, mut n: usize) {
+        debug_assert!(n <= self.len);
+        self.len -= n.min(self.len);
+        while n > 0 {
+            if !self.data_in_progress
+                && let Some(c) = self.control.front()
+            {
+                let left = usize::from(c.len) - self.written;
+                if n < left {
+                    self.written += n;
+                    return;
+                }
+                n -= left;
+                self.written = 0;
+                self.control.pop_front();
+                continue;
+            }
+            let Some(front) = self.data_front_len() else {
+                break;
+            };
+            let left = front - self.written;
+            if n < left {
+                self.written += n;
+                self.data_in_progress = true;
+                return;
+            }
+            n -= left;
+            self.written = 0;
+            self.data_in_progress = false;
+            if let Some(Entry::Copied(mut chunk)) = self.data.pop_front()
+                && chunk.capacity() <= CHUNK_MAX
+            {
+                // Only ever read through slices: never shared. Kept for the next small
+                // frames, so one message at a time allocates nothing.
+                chunk.clear();
+                self.spare = Some(chunk);
+            }
+        }
+        if self.len == 0 {
+            self.data.shrink_idle(16);
+        }
+    }
+
+    fn data_front_len(&self) -> Option<usize> {
+        self.data.front().map(Entry::len)
+    }
+
+    /// The next frame to write, taken out of the queue whole (for callers that write frame
+    /// by frame: [`Connection::poll_transmit`](super::Connection::poll_transmit)). A
+    /// partly written front frame comes first, with what is left of it.
+    pub(crate) fn pop(&mut self) -> Option<Transmit> {
+        if self.data_in_progress || self.control.is_empty() {
+            let entry = self.data.pop_front()?;
+            let skip = std::mem::take(&mut self.written);
+            self.data_in_progress = false;
+            let mut t = match entry {
+                Entry::Frame {
+                    header,
+                    header_len,
+                    payload,
+                } => Transmit::from_parts(header, header_len, payload),
+                Entry::Copied(chunk) => Transmit::raw(chunk.freeze()),
+            };
+            t.advance(skip);
+            self.len -= t.len();
+            return Some(t);
+        }
+        let c = self.control.pop_front()?;
+        let skip = std::mem::take(&mut self.written);
+        let mut header = [0; MAX_HEADER_LEN];
+        let h = usize::from(c.header_len);
+        header[..h].copy_from_slice(&c.bytes[..h]);
+        let payload = Bytes::copy_from_slice(&c.bytes[h..usize::from(c.len)]);
+        let mut t = Transmit::from_parts(header, c.header_len, payload);
+        t.advance(skip);
+        self.len -= t.len();
+        Some(t)
+    }
+
+    /// Whether an empty chunk is kept for the next small frames.
+    #[inline]
+    pub(crate) fn holds_spare(&self) -> bool {
+        self.spare.is_some()
+    }
+
+    /// Frees what an idle queue keeps: the spare chunk and the queues' storage.
+    pub(crate) fn release_idle(&mut self) {
+        self.spare = None;
+        if self.control.is_empty() {
+            self.control = VecDeque::new();
+        }
+        self.data.shrink_idle(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{OpCode, encode_header};
+
+    fn header(len: usize) -> HeaderBuf {
+        encode_header(true, false, OpCode::Binary, None, len as u64)
+    }
+
+    /// Writes everything, at most `limit` bytes and `slices` slices per write.
+    fn drain(q: &mut OutQueue, limit: usize, slices: usize) -> (Vec<u8>, usize) {
+        let mut out = Vec::new();
+        let mut writes = 0;
+        while !q.is_empty() {
+            let mut io = vec![IoSlice::new(&[]); slices];
+            let n = q.io_slices(&mut io);
+            assert!(n > 0);
+            let mut left = limit;
+            let mut took = 0;
+            for s in &io[..n] {
+                let k = s.len().min(left);
+                out.extend_from_slice(&s[..k]);
+                left -= k;
+                took += k;
+            }
+            writes += 1;
+            q.advance(took);
+        }
+        (out, writes)
+    }
+
+    fn frame(len: usize, byte: u8) -> (HeaderBuf, Bytes, Vec<u8>) {
+        let h = header(len);
+        let p = Bytes::from(vec![byte; len]);
+        let mut wire = h.as_slice().to_vec();
+        wire.extend_from_slice(&p);
+        (h, p, wire)
+    }
+
+    #[test]
+    fn every_byte_goes_out_in_order_whatever_the_write_size() {
+        for limit in [1, 2, 7, 13, 100, 600, 4096, usize::MAX] {
+            for slices in [1, 2, 3, 64] {
+                let mut q = OutQueue::default();
+                let mut expect = Vec::new();
+                for (i, len) in [0usize, 3, 600, 70_000, 10, 2000, 512, 513]
+                    .iter()
+                    .enumerate()
+                {
+                    let (h, p, wire) = frame(*len, i as u8);
+                    q.push_frame(h, p);
+                    expect.extend_from_slice(&wire);
+                }
+                q.push_encoded(Bytes::from_static(b"tail"));
+                expect.extend_from_slice(b"tail");
+                assert_eq!(q.len(), expect.len());
+                let (out, _) = drain(&mut q, limit, slices);
+                assert_eq!(out, expect, "limit {limit}, slices {slices}");
+                assert!(q.is_empty() && q.io_slices(&mut [IoSlice::new(&[])]) == 0);
+            }
+        }
+    }
+
+    #[test]
+    fn control_frames_pass_data_at_the_next_frame_boundary_only() {
+        let mut q = OutQueue::default();
+        let (h, p, big) = frame(1000, 7);
+        q.push_frame(h, p);
+        let (h, p, small) = frame(5, 8);
+        q.push_frame(h, p);
+        // Half of the big frame goes out, then a pong is queued: it must wait for the end
+        // of the big frame, and pass the small one.
+        let mut io = [IoSlice::new(&[]); 4];
+        let n = q.io_slices(&mut io);
+        assert!(n >= 2);
+        q.advance(500);
+        q.push_control(&[0x8a, 0x01], b"x");
+        let (out, _) = drain(&mut q, usize::MAX, 64);
+        let mut expect = big[500..].to_vec();
+        expect.extend_from_slice(&[0x8a, 0x01, b'x']);
+        expect.extend_from_slice(&small);
+        assert_eq!(out, expect);
+    }
+
+    #[test]
+    fn a_control_frame_queued_between_frames_goes_first() {
+        let mut q = OutQueue::default();
+        let (h, p, data) = frame(100, 1);
+        q.push_frame(h, p);
+        q.push_control(&[0x89, 0x00], &[]);
+        let (out, _) = drain(&mut q, usize::MAX, 64);
+        let mut expect = vec![0x89, 0x00];
+        expect.extend_from_slice(&data);
+        assert_eq!(out, expect);
+    }
+
+    #[test]
+    fn small_frames_share_one_slice_and_one_write() {
+        let mut q = OutQueue::default();
+        for _ in 0..100 {
+            let (h, p, _) = frame(4, 9);
+            q.push_frame(h, p);
+        }
+        let mut io = [IoSlice::new(&[]); 64];
+        assert_eq!(q.io_slices(&mut io), 1, "one chunk");
+        let (out, writes) = drain(&mut q, usize::MAX, 64);
+        assert_eq!((out.len(), writes), (600, 1));
+    }
+
+    #[test]
+    fn one_small_message_at_a_time_reuses_its_chunk() {
+        let mut q = OutQueue::default();
+        let (h, p, _) = frame(16, 1);
+        q.push_frame(h, p);
+        drain(&mut q, usize::MAX, 2);
+        let spare = q.spare.as_ref().map(|s| s.as_ptr());
+        assert!(spare.is_some());
+        let (h, p, _) = frame(16, 2);
+        q.push_frame(h, p);
+        let mut io = [IoSlice::new(&[]); 2];
+        assert_eq!(q.io_slices(&mut io), 1);
+        assert_eq!(Some(io[0].as_ptr()), spare, "the same allocation");
+    }
+
+    #[test]
+    fn frames_taken_one_by_one_match_the_vectored_order() {
+        let mut q = OutQueue::default();
+        let mut expect = Vec::new();
+        for (i, len) in [700usize, 3, 1500].iter().enumerate() {
+            let (h, p, wire) = frame(*len, i as u8);
+            q.push_frame(h, p);
+            expect.extend_from_slice(&wire);
+        }
+        q.advance(100);
+        q.push_control(&[0x89, 0x00], &[]);
+        let mut out = Vec::new();
+        while let Some(t) = q.pop() {
+            out.extend_from_slice(t.header());
+            out.extend_from_slice(t.payload());
+        }
+        let mut want = expect[100..700 + 4].to_vec();
+        want.extend_from_slice(&[0x89, 0x00]);
+        want.extend_from_slice(&expect[704..]);
+        assert_eq!(out, want);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn the_high_water_mark_refuses_only_a_non_empty_queue() {
+        let mut q = OutQueue::default();
+        assert!(
+            q.has_room(1 << 30, 1024),
+            "an empty queue takes any one message"
+        );
+        let (h, p, _) = frame(1000, 0);
+        q.push_frame(h, p);
+        assert!(q.has_room(20, 1024));
+        assert!(!q.has_room(21, 1024));
+    }
+}
