@@ -1,10 +1,10 @@
 //! rustls configurations for `wss://` (feature `rustls`), for every IO layer: the client
-//! side (`tokio::connect_tls` with feature `tokio-rustls`, `blocking::connect_tls` with
-//! feature `blocking`) and the server side (`tokio::accept_tls`).
+//! side ([`tokio::connect_tls`] with feature `tokio-rustls`, [`blocking::connect_tls`] with
+//! feature `blocking`) and the server side ([`tokio::accept_tls`]).
 //!
 //! The crypto provider (ring) is chosen when each rustls configuration is built, so no
 //! process-wide `CryptoProvider` has to be installed first. [`default_client_config`]
-//! trusts Mozilla's roots (webpki-roots); `native_roots_client_config` (feature
+//! trusts Mozilla's roots (webpki-roots); [`native_roots_client_config`] (feature
 //! `rustls-native-roots`) trusts the operating system's; build your own configuration
 //! (with [`client_config_with_roots`], or with the re-exported [`rustls`]) for private
 //! roots or client certificates. [`server_config_from_pem`] builds a server's from PEM
@@ -17,6 +17,23 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+#![cfg_attr(
+    feature = "tokio-rustls",
+    doc = "[`tokio::connect_tls`]: crate::tokio::connect_tls"
+)]
+#![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::connect_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_tls.html"))]
+#![cfg_attr(
+    feature = "tokio-rustls",
+    doc = "[`tokio::accept_tls`]: crate::tokio::accept_tls"
+)]
+#![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::accept_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept_tls.html"))]
+#![cfg_attr(
+    feature = "blocking",
+    doc = "[`blocking::connect_tls`]: crate::blocking::connect_tls"
+)]
+#![cfg_attr(not(feature = "blocking"), doc = concat!("[`blocking::connect_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/blocking/fn.connect_tls.html"))]
+#![cfg_attr(not(feature = "rustls-native-roots"), doc = concat!("[`native_roots_client_config`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/fn.native_roots_client_config.html"))]
 
 use std::fmt;
 use std::sync::Arc;
