@@ -62,7 +62,7 @@ pub use server::{accept, accept_with};
 pub use tls::{TlsStream, connect_tls};
 pub use ws::WebSocket;
 
-pub use crate::codec::MessageKind;
+pub use crate::codec::{CloseCode, MessageKind};
 pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::{Config, Delivery};
 pub use crate::error::{Error, Timeout};

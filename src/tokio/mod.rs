@@ -73,5 +73,5 @@ pub use server::{Reject, accept, accept_with, serve};
 pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream, accept_tls, connect_tls};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
 
-pub use crate::codec::MessageKind;
+pub use crate::codec::{CloseCode, MessageKind};
 pub use crate::connection::Delivery;
