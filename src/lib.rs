@@ -27,7 +27,7 @@
 //! | `tokio`    | yes     | the async layer: [`tokio::serve`], [`tokio::connect`], split halves, send queues, timeouts; [`handler`] callbacks and [`tunnel`] byte streams |
 //! | `blocking` | yes     | a blocking layer over any `std::io::Read + Write`: [`blocking`] |
 //! | `rustls`   | no      | rustls configurations for `wss://`, ring provider chosen explicitly ([`tls::default_client_config`], [`tls::server_config_from_pem`]), and the blocking `wss://` client ([`blocking::connect_tls`]); no async runtime |
-//! | `tokio-rustls` | no  | `wss://` on tokio: [`tokio::connect_tls`], [`tokio::accept_tls`]; implies `tokio` and `rustls` |
+//! | `tokio-rustls` | no  | `wss://` on tokio: [`tokio::connect`] takes `wss://` URLs ([`tokio::MaybeTlsStream`]), [`tokio::connect_tls`], [`tokio::accept_tls`]; implies `tokio` and `rustls` |
 //! | `rustls-native-roots` | no | the operating system's trust store for `wss://` clients ([`tls::native_roots_client_config`]) |
 //! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` ([`proxy::Proxy`], [`ClientConfig::with_proxy`]), for both layers; no async runtime of its own |
 //! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket ([`hyper::upgrade`]): HTTP/1.1 upgrades and HTTP/2 extended CONNECT (RFC 8441) |
@@ -47,7 +47,9 @@
 //! |----------|-----|
 //! | a server on tokio | [`tokio::serve`], or [`tokio::accept`] on a stream you accepted |
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
-//! | a `wss://` client or server | [`tokio::connect_tls`] and [`tokio::accept_tls`] (feature `tokio-rustls`); [`blocking::connect_tls`] (feature `rustls`) |
+//! | a `wss://` client or server | [`tokio::connect`] with a `wss://` URL, [`tokio::connect_tls`] and [`tokio::accept_tls`] (feature `tokio-rustls`); [`blocking::connect`] and [`blocking::connect_tls`] (feature `rustls`) |
+//! | what the server answered and agreed | [`tokio::connect_with_response`]: the 101 response's headers, subprotocol, permessage-deflate |
+//! | your own handshake, then this library | [`tokio::from_handshake`] with the agreed subprotocol and deflate parameters |
 //! | a client behind a proxy | [`ClientConfig::with_proxy`] (feature `proxy`) |
 //! | a route in a hyper or axum app | [`hyper::upgrade`], [`axum::WebSocketUpgrade`] (features `hyper`, `axum`), over HTTP/1.1 and HTTP/2 |
 //! | WebSockets on an HTTP/2 connection you hold | [`http2::connect`] (feature `http2`) |
@@ -348,6 +350,9 @@
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::connect`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::client_handshake`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.client_handshake.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::WebSocket`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/struct.WebSocket.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::MaybeTlsStream`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/enum.MaybeTlsStream.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::connect_with_response`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_with_response.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::from_handshake`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.from_handshake.html"))]
 #![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::connect_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_tls.html"))]
 #![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::accept_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept_tls.html"))]
 #![cfg_attr(not(feature = "rustls"), doc = concat!("[`tls::default_client_config`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/fn.default_client_config.html"))]

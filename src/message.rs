@@ -177,6 +177,30 @@ impl PartialEq<&str> for Utf8Bytes {
     }
 }
 
+impl PartialEq<String> for Utf8Bytes {
+    fn eq(&self, other: &String) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<Utf8Bytes> for str {
+    fn eq(&self, other: &Utf8Bytes) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<Utf8Bytes> for &str {
+    fn eq(&self, other: &Utf8Bytes) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<Utf8Bytes> for String {
+    fn eq(&self, other: &Utf8Bytes) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
 /// A close frame's status code and reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloseFrame {
@@ -623,6 +647,9 @@ mod tests {
     fn try_from_bytes_gives_the_position_and_length_of_the_bad_sequence() {
         let ok = Utf8Bytes::try_from_bytes(Bytes::from_static("h\u{e9}llo".as_bytes())).unwrap();
         assert_eq!(ok, "h\u{e9}llo");
+        assert_eq!(ok, String::from("h\u{e9}llo"));
+        assert_eq!(String::from("h\u{e9}llo"), ok);
+        assert_eq!("h\u{e9}llo", ok);
         // Cases with std's answer as the oracle: a bad byte, an overlong form, a surrogate,
         // a truncated sequence at the end.
         for bad in [

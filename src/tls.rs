@@ -93,6 +93,59 @@ pub fn native_roots_client_config() -> Result<Arc<rustls::ClientConfig>, TlsConf
     build_client_config(roots).map_err(TlsConfigError::Rustls)
 }
 
+/// Explains a failed client TLS handshake: when the server answered the ClientHello with
+/// bytes that are not TLS (rustls sees a corrupt record at once: a plain `ws://` or HTTP
+/// server answering with `HTTP/1.1 400`), the error says "server did not answer TLS"
+/// instead of rustls's bare "received corrupt message". Other errors pass unchanged.
+#[cfg_attr(
+    not(any(feature = "tokio-rustls", feature = "blocking")),
+    allow(dead_code)
+)]
+pub(crate) fn explain_handshake_error(e: std::io::Error) -> std::io::Error {
+    let is_not_tls = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| matches!(r, rustls::Error::InvalidMessage(_)));
+    if !is_not_tls {
+        return e;
+    }
+    let kind = e.kind();
+    match e
+        .into_inner()
+        .map(|inner| inner.downcast::<rustls::Error>())
+    {
+        Some(Ok(rustls_error)) => std::io::Error::new(kind, NotTls(*rustls_error)),
+        // Checked above; unreachable, and harmless.
+        Some(Err(inner)) => std::io::Error::new(kind, inner),
+        None => std::io::Error::from(kind),
+    }
+}
+
+/// A `wss://` server that did not answer in TLS.
+#[derive(Debug)]
+#[cfg_attr(
+    not(any(feature = "tokio-rustls", feature = "blocking")),
+    allow(dead_code)
+)]
+struct NotTls(rustls::Error);
+
+impl fmt::Display for NotTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "server did not answer TLS (is it a plain ws:// or HTTP server? use a ws:// URL \
+             for it): {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NotTls {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 /// Why a TLS configuration could not be built.
 #[derive(Debug)]
 #[non_exhaustive]

@@ -51,6 +51,7 @@ mod pool;
 mod proxy;
 mod queue;
 mod server;
+mod stream;
 #[cfg(feature = "tokio-rustls")]
 mod tls;
 mod ws;
@@ -58,19 +59,26 @@ mod ws;
 pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::Config;
 pub use crate::error::{Error, Timeout, TrySendError};
+pub use crate::handshake::{Negotiated, Response};
 pub use crate::message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};
 #[cfg(feature = "proxy")]
 pub use crate::proxy::{
     DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy,
 };
 pub use crate::url::{UrlError, WsUrl};
-pub use client::{client_handshake, connect};
+pub use client::{
+    client_handshake, client_handshake_with_response, connect, connect_with_response,
+};
 pub(crate) use net::Acceptor;
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
-pub use server::{Reject, accept, accept_with, serve};
+pub use server::{Reject, ResponseHeaders, accept, accept_with, from_handshake, serve};
+pub use stream::MaybeTlsStream;
 #[cfg(feature = "tokio-rustls")]
-pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream, accept_tls, connect_tls};
+pub use tls::{
+    ServerTlsStream, TlsAcceptor, TlsStream, accept_tls, accept_tls_with, connect_tls,
+    connect_tls_with_response,
+};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
 
 pub use crate::codec::{CloseCode, MessageKind};
