@@ -219,6 +219,11 @@ show_tail() {
 
 run_server_role() {
     local start=$SECONDS spec testee_log="$reports/server-testee.log" wstest_log="$reports/server-wstest.log"
+    local exe=""
+    # Build first: the port is picked just before the testee binds it.
+    if [[ -z "${AUTOBAHN_SERVER_CMD:-}" ]]; then
+        exe="$(build_example autobahn_server "${AUTOBAHN_SERVER_CARGO_FLAGS:-}")" || return 1
+    fi
     local server_port="${AUTOBAHN_SERVER_PORT:-}"
     if [[ -z "$server_port" ]]; then server_port="$(free_port)" || return 1; fi
     log "server role: wstest fuzzingclient -> our server on 127.0.0.1:$server_port (variant $variant)"
@@ -231,8 +236,6 @@ run_server_role() {
     if [[ -n "${AUTOBAHN_SERVER_CMD:-}" ]]; then
         cmd="$AUTOBAHN_SERVER_CMD"
     else
-        local exe
-        exe="$(build_example autobahn_server "${AUTOBAHN_SERVER_CARGO_FLAGS:-}")" || return 1
         cmd="$(printf '%q' "$exe") --port $server_port ${AUTOBAHN_SERVER_ARGS:-}"
     fi
     log "server testee: $cmd"
@@ -264,6 +267,11 @@ run_server_role() {
 
 run_client_role() {
     local start=$SECONDS spec testee_log="$reports/client-testee.log" wstest_log="$reports/client-wstest.log"
+    local exe=""
+    # Build first: the port is picked just before wstest binds it.
+    if [[ -z "${AUTOBAHN_CLIENT_CMD:-}" ]]; then
+        exe="$(build_example autobahn_client "${AUTOBAHN_CLIENT_CARGO_FLAGS:-}")" || return 1
+    fi
     local client_port="${AUTOBAHN_CLIENT_PORT:-}"
     if [[ -z "$client_port" ]]; then client_port="$(free_port)" || return 1; fi
     local url="ws://127.0.0.1:$client_port"
@@ -277,8 +285,6 @@ run_client_role() {
     if [[ -n "${AUTOBAHN_CLIENT_CMD:-}" ]]; then
         cmd="$AUTOBAHN_CLIENT_CMD"
     else
-        local exe
-        exe="$(build_example autobahn_client "${AUTOBAHN_CLIENT_CARGO_FLAGS:-}")" || return 1
         cmd="$(printf '%q' "$exe") --url $url ${AUTOBAHN_CLIENT_ARGS:-}"
     fi
 
