@@ -57,8 +57,17 @@
 //!     mut request: Request<Incoming>,
 //!     config: Arc<ServerConfig>,
 //! ) -> Result<Response<String>, Infallible> {
+//!     // Route and authenticate on hyper's request, as `http` types.
+//!     if request.headers().get("authorization").is_none() {
+//!         let mut refusal = Response::new("who are you?".to_owned());
+//!         *refusal.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+//!         return Ok(refusal);
+//!     }
 //!     match rapidws::hyper::upgrade(&mut request, &config) {
-//!         Ok((response, websocket)) => {
+//!         Ok((mut response, websocket)) => {
+//!             // The 101 response is yours: add headers (cookies, ...) to it.
+//!             let cookie = hyper::header::HeaderValue::from_static("session=1");
+//!             response.headers_mut().insert(hyper::header::SET_COOKIE, cookie);
 //!             tokio::spawn(async move {
 //!                 let Ok(mut ws) = websocket.await else { return };
 //!                 while let Ok(Some(msg)) = ws.recv().await {
