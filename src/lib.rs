@@ -48,6 +48,7 @@
 //! | a server on tokio | [`tokio::serve`], or [`tokio::accept`] on a stream you accepted |
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
 //! | a `wss://` client or server | [`tokio::connect`] with a `wss://` URL, [`tokio::connect_tls`] and [`tokio::accept_tls`] (feature `tokio-rustls`); [`blocking::connect`] and [`blocking::connect_tls`] (feature `rustls`) |
+//! | a client that reconnects | [`tokio::Reconnect`]: a connection after each loss, with backoff and jitter, attempt limits, a deadline and a resubscribe hook |
 //! | what the server answered and agreed | [`tokio::connect_with_response`]: the 101 response's headers, subprotocol, permessage-deflate |
 //! | your own handshake, then this library | [`tokio::from_handshake`] with the agreed subprotocol and deflate parameters |
 //! | a client behind a proxy | [`ClientConfig::with_proxy`] (feature `proxy`) |
@@ -350,6 +351,7 @@
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::connect`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::client_handshake`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.client_handshake.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::WebSocket`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/struct.WebSocket.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::Reconnect`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/struct.Reconnect.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::MaybeTlsStream`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/enum.MaybeTlsStream.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::connect_with_response`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_with_response.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::from_handshake`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.from_handshake.html"))]

@@ -467,3 +467,30 @@ async fn accept_tls_with_adds_response_headers_and_refuses_with_a_status() {
         other => panic!("expected the 404, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn the_reconnecting_client_takes_wss_urls() {
+    use rapidws::tokio::{Backoff, Reconnect};
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 2).await;
+    let tls = client_config_with_roots(roots_of(&cert)).unwrap();
+    let mut feed = Reconnect::new(
+        &format!("wss://localhost:{port}/"),
+        ClientConfig::default().with_tls(tls),
+    )
+    .unwrap()
+    .with_backoff(Backoff::new(
+        Duration::from_millis(1),
+        Duration::from_millis(10),
+    ))
+    .on_connect(async |ws| ws.send_text("hello again").await);
+    for _ in 0..2 {
+        let mut ws = tokio::time::timeout(Duration::from_secs(10), feed.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(ws.get_ref().is_tls());
+        assert_eq!(ws.recv().await.unwrap(), Some(Message::text("hello again")));
+        ws.close(1000, "").await.unwrap();
+    }
+}

@@ -1,5 +1,6 @@
 //! The tokio IO layer: WebSocket connections over any `AsyncRead + AsyncWrite`, a client
-//! ([`connect`]) and a server ([`accept`], [`serve`]).
+//! ([`connect`], for `ws://` and `wss://`; [`Reconnect`] to come back after every loss)
+//! and a server ([`accept`], [`serve`]).
 //!
 //! ```
 //! use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
@@ -50,6 +51,7 @@ mod pool;
 #[cfg(feature = "proxy")]
 mod proxy;
 mod queue;
+mod reconnect;
 mod server;
 mod stream;
 #[cfg(feature = "tokio-rustls")]
@@ -70,6 +72,7 @@ pub use client::{
     client_handshake, client_handshake_with_response, connect, connect_with_response,
 };
 pub(crate) use net::Acceptor;
+pub use reconnect::{Backoff, Failure, NoHook, Reconnect, ReconnectingWebSocket};
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
 pub use server::{Reject, ResponseHeaders, accept, accept_with, from_handshake, serve};

@@ -8,8 +8,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The stream under a client connection that [`connect`](super::connect) opened: plain for
 /// `ws://`, TLS for `wss://` (feature `tokio-rustls`). One type for both schemes, so a
-/// client that takes either URL (from configuration, say) holds one
-/// `WebSocket<MaybeTlsStream<TcpStream>>`.
+/// client that takes either URL (from configuration, or reconnecting with
+/// [`Reconnect`](super::Reconnect)) holds one `WebSocket<MaybeTlsStream<TcpStream>>`.
 ///
 /// The TLS stream is boxed: a plain connection does not carry the size of a TLS session.
 #[derive(Debug)]
