@@ -165,3 +165,42 @@ async fn from_handshake_carries_the_agreed_subprotocol_and_deflate() {
     let err = client.recv().await.unwrap_err();
     assert!(matches!(err, Error::Protocol(_)), "{err:?}");
 }
+
+#[cfg(feature = "blocking")]
+#[test]
+fn the_blocking_accept_hook_refuses_or_adds_headers_like_the_tokio_one() {
+    use rapidws::blocking::{self, Reject};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (stream, _) = listener.accept().unwrap();
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let result = blocking::accept_with(stream, &ServerConfig::default(), |req| {
+                if req.header("authorization").is_none() {
+                    return Err(Reject::new(401, "log in first"));
+                }
+                Ok(vec![("X-Session", "s-1")])
+            });
+            if let Ok(mut ws) = result {
+                while let Ok(Some(_)) = ws.read() {}
+            }
+        }
+    });
+    let url = format!("ws://{addr}/");
+    let config = ClientConfig::default();
+    match blocking::connect(&url, &config).unwrap_err() {
+        Error::ClientHandshake(rapidws::handshake::ClientError::Status(r)) => {
+            assert_eq!((r.status, r.body.as_slice()), (401, &b"log in first"[..]))
+        }
+        other => panic!("expected the 401, got {other:?}"),
+    }
+    let config = config.with_header("Authorization", "Bearer t");
+    let (mut ws, response) = blocking::connect_with_response(&url, &config).unwrap();
+    assert_eq!(response.header("x-session"), Some(&b"s-1"[..]));
+    assert!(!ws.get_ref().is_tls());
+    ws.close(1000, "").unwrap();
+    server.join().unwrap();
+}

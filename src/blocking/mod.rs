@@ -58,7 +58,7 @@ mod stream;
 mod tls;
 mod ws;
 
-pub use crate::handshake::{Negotiated, Response};
+pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
 pub use client::{
     client_handshake, client_handshake_with_response, connect, connect_with_response,
     from_handshake,

@@ -31,8 +31,8 @@ pub use client::{
     Response, Upgraded,
 };
 pub use server::{
-    Accepted, Agreement, OriginCheck, Request, ServerConfig, ServerError, ServerHandshake,
-    is_valid_key,
+    Accepted, Agreement, OriginCheck, Reject, Request, ResponseHeaders, ServerConfig, ServerError,
+    ServerHandshake, is_valid_key,
 };
 
 use base64::Engine as _;

@@ -61,7 +61,7 @@ mod ws;
 pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::Config;
 pub use crate::error::{Error, Timeout, TrySendError};
-pub use crate::handshake::{Negotiated, Response};
+pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
 pub use crate::message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};
 #[cfg(feature = "proxy")]
 pub use crate::proxy::{
@@ -75,7 +75,7 @@ pub(crate) use net::Acceptor;
 pub use reconnect::{Backoff, Failure, NoHook, Reconnect, ReconnectingWebSocket};
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
-pub use server::{Reject, ResponseHeaders, accept, accept_with, from_handshake, serve};
+pub use server::{accept, accept_with, from_handshake, serve};
 pub use stream::MaybeTlsStream;
 #[cfg(feature = "tokio-rustls")]
 pub use tls::{

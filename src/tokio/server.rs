@@ -11,52 +11,10 @@ use crate::codec::Role;
 use crate::config::ServerConfig;
 use crate::connection::Config;
 use crate::error::Error;
-use crate::handshake::{Negotiated, Request, ServerHandshake};
+use crate::handshake::{Negotiated, Reject, Request, ResponseHeaders, ServerHandshake};
 
 use super::net::Acceptor;
 use super::ws::WebSocket;
-
-/// An application's refusal of an upgrade request (after routing or authentication).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reject {
-    /// The HTTP status to answer with, 300..=599 (anything else becomes 500).
-    pub status: u16,
-    /// A plain-text body.
-    pub body: String,
-}
-
-impl Reject {
-    /// A refusal with `status` and `body`.
-    pub fn new(status: u16, body: impl Into<String>) -> Self {
-        Reject {
-            status,
-            body: body.into(),
-        }
-    }
-}
-
-/// What an accept hook ([`accept_with`]) adds to the `101 Switching Protocols` response
-/// when it accepts: `()` for nothing, or header fields (`Set-Cookie`, say) as a `Vec` of
-/// name and value pairs. Fields the handshake writes itself (`Upgrade`, `Connection`,
-/// `Sec-WebSocket-*`) and invalid names or values are refused with a 500.
-pub trait ResponseHeaders {
-    /// The fields, in order.
-    fn into_fields(self) -> Vec<(String, String)>;
-}
-
-impl ResponseHeaders for () {
-    fn into_fields(self) -> Vec<(String, String)> {
-        Vec::new()
-    }
-}
-
-impl<N: Into<String>, V: Into<String>> ResponseHeaders for Vec<(N, V)> {
-    fn into_fields(self) -> Vec<(String, String)> {
-        self.into_iter()
-            .map(|(n, v)| (n.into(), v.into()))
-            .collect()
-    }
-}
 
 /// Runs the server side of the opening handshake on `stream` within the configured
 /// handshake timeout, accepting every valid request.

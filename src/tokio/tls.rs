@@ -49,8 +49,8 @@ use crate::handshake::{Request, Response};
 use crate::url::{UrlError, WsUrl};
 
 use super::client::{handshake, open_stream, within};
-use super::server::Reject;
 use super::ws::WebSocket;
+use crate::handshake::Reject;
 
 pub use tokio_rustls::TlsAcceptor;
 pub use tokio_rustls::client::TlsStream;
@@ -84,7 +84,7 @@ pub async fn accept_tls_with<S, F, H>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
     F: FnOnce(&Request) -> Result<H, Reject>,
-    H: super::ResponseHeaders,
+    H: crate::handshake::ResponseHeaders,
 {
     within(config.handshake_timeout, async {
         let tls = acceptor.accept(stream).await?;
