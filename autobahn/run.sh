@@ -4,10 +4,12 @@
 #   bash autobahn/run.sh [server|client|all] [--quick] [--write-expected]
 #
 #   server  wstest (fuzzingclient mode) tests our server testee, the example
-#           `autobahn_server`, which must listen on 127.0.0.1:9001, echo every message
-#           and accept permessage-deflate.  Spec: autobahn/fuzzingclient.json.
-#   client  wstest (fuzzingserver mode) listens on 127.0.0.1:9002 and our client testee,
-#           the example `autobahn_client`, connects to it: GET /getCaseCount, then for
+#           `autobahn_server`, which must listen on 127.0.0.1:PORT (given as `--port PORT`),
+#           echo every message and accept permessage-deflate.
+#           Spec: autobahn/fuzzingclient.json.
+#   client  wstest (fuzzingserver mode) listens on 127.0.0.1:PORT and our client testee,
+#           the example `autobahn_client` (given `--url ws://127.0.0.1:PORT`), connects
+#           to it: GET /getCaseCount, then for
 #           N in 1..=count /runCase?case=N&agent=rapidws (echoing every message), then
 #           /updateReports?agent=rapidws, then exits 0.  Spec: autobahn/fuzzingserver.json.
 #   all     both (the default); the exit code is non-zero if either fails.
@@ -24,8 +26,14 @@
 #   AUTOBAHN_CLIENT_CARGO_FLAGS  extra cargo flags for building the client testee
 #   AUTOBAHN_CLIENT_ARGS         arguments for the client testee binary
 #   AUTOBAHN_SERVER_CMD          run this shell command as the server testee instead of
-#                                building the example (for checking the harness or a peer)
-#   AUTOBAHN_CLIENT_CMD          the same for the client testee
+#                                building the example (for checking the harness or a peer);
+#                                it finds its port in $AUTOBAHN_PORT
+#   AUTOBAHN_CLIENT_CMD          the same for the client testee ($AUTOBAHN_URL: the URL of
+#                                the fuzzing server)
+#   AUTOBAHN_SERVER_PORT         the port of the server role (default: a free one, picked
+#                                at run time, so that runs on a shared machine never collide)
+#   AUTOBAHN_CLIENT_PORT         the port wstest listens on in the client role (default: a
+#                                free one)
 #   AUTOBAHN_VARIANT             name of this configuration (default "default"); reports go
 #                                to autobahn/reports/<variant>/{server,client}/
 #   AUTOBAHN_EXPECTED_DIR        where {server,client}.json live (default autobahn/expected)
@@ -62,8 +70,6 @@ variant="${AUTOBAHN_VARIANT:-default}"
 expected_dir="${AUTOBAHN_EXPECTED_DIR:-$here/expected}"
 role_timeout="${AUTOBAHN_TIMEOUT:-2700}"
 reports="$here/reports/$variant"
-server_port=9001
-client_port=9002
 wstest="$here/.venv/bin/wstest"
 
 log() { echo "[autobahn $(date -u +%H:%M:%S)] $*"; }
@@ -110,6 +116,14 @@ run_waited() {
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# free_port: a loopback port nothing listens on now, from the kernel's ephemeral range.
+# Between this and the testee's bind another program could take it; then the testee fails
+# to bind, or require_free_port finds it taken, and the run fails loudly instead of testing
+# the wrong program.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
 # wait_port PORT PID SECONDS: until PORT accepts, failing early if PID dies.
 wait_port() {
     local port="$1" pid="$2" limit="$3" i
@@ -153,15 +167,22 @@ if exe is None:
 print(exe)' "$name"
 }
 
-# effective_spec ROLE TEMPLATE: writes the spec wstest runs (outdir, --quick exclusions).
+# effective_spec ROLE TEMPLATE PORT: writes the spec wstest runs (the URL with this run's
+# port, outdir, --quick exclusions).
 effective_spec() {
-    local role_name="$1" template="$2" out="$reports/$1-spec.json"
-    python3 - "$template" "$out" "$reports/$role_name" "$quick" <<'PY'
+    local role_name="$1" template="$2" port="$3" out="$reports/$1-spec.json"
+    python3 - "$template" "$out" "$reports/$role_name" "$quick" "$port" <<'PY'
 import json, sys
-template, out, outdir, quick = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+template, out, outdir, quick, port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 with open(template) as f:
     spec = json.load(f)
 spec["outdir"] = outdir
+url = "ws://127.0.0.1:" + port
+if "servers" in spec:
+    for server in spec["servers"]:
+        server["url"] = url
+else:
+    spec["url"] = url
 if quick:
     spec["exclude-cases"] = sorted(set(spec.get("exclude-cases", [])) | {"12.*", "13.*"})
 with open(out, "w") as f:
@@ -198,22 +219,27 @@ show_tail() {
 
 run_server_role() {
     local start=$SECONDS spec testee_log="$reports/server-testee.log" wstest_log="$reports/server-wstest.log"
+    local exe=""
+    # Build first: the port is picked just before the testee binds it.
+    if [[ -z "${AUTOBAHN_SERVER_CMD:-}" ]]; then
+        exe="$(build_example autobahn_server "${AUTOBAHN_SERVER_CARGO_FLAGS:-}")" || return 1
+    fi
+    local server_port="${AUTOBAHN_SERVER_PORT:-}"
+    if [[ -z "$server_port" ]]; then server_port="$(free_port)" || return 1; fi
     log "server role: wstest fuzzingclient -> our server on 127.0.0.1:$server_port (variant $variant)"
     require_free_port "$server_port" || return 1
     rm -rf "$reports/server"
     mkdir -p "$reports/server" || return 1
-    spec="$(effective_spec server "$here/fuzzingclient.json")" || return 1
+    spec="$(effective_spec server "$here/fuzzingclient.json" "$server_port")" || return 1
 
     local cmd
     if [[ -n "${AUTOBAHN_SERVER_CMD:-}" ]]; then
         cmd="$AUTOBAHN_SERVER_CMD"
     else
-        local exe
-        exe="$(build_example autobahn_server "${AUTOBAHN_SERVER_CARGO_FLAGS:-}")" || return 1
-        cmd="$(printf '%q' "$exe") ${AUTOBAHN_SERVER_ARGS:-}"
+        cmd="$(printf '%q' "$exe") --port $server_port ${AUTOBAHN_SERVER_ARGS:-}"
     fi
     log "server testee: $cmd"
-    bash -c "exec $cmd" >"$testee_log" 2>&1 &
+    AUTOBAHN_PORT="$server_port" bash -c "exec $cmd" >"$testee_log" 2>&1 &
     local testee=$!
     pids+=("$testee")
     if ! wait_port "$server_port" "$testee" 30; then
@@ -241,19 +267,25 @@ run_server_role() {
 
 run_client_role() {
     local start=$SECONDS spec testee_log="$reports/client-testee.log" wstest_log="$reports/client-wstest.log"
+    local exe=""
+    # Build first: the port is picked just before wstest binds it.
+    if [[ -z "${AUTOBAHN_CLIENT_CMD:-}" ]]; then
+        exe="$(build_example autobahn_client "${AUTOBAHN_CLIENT_CARGO_FLAGS:-}")" || return 1
+    fi
+    local client_port="${AUTOBAHN_CLIENT_PORT:-}"
+    if [[ -z "$client_port" ]]; then client_port="$(free_port)" || return 1; fi
+    local url="ws://127.0.0.1:$client_port"
     log "client role: our client -> wstest fuzzingserver on 127.0.0.1:$client_port (variant $variant)"
     require_free_port "$client_port" || return 1
     rm -rf "$reports/client"
     mkdir -p "$reports/client" || return 1
-    spec="$(effective_spec client "$here/fuzzingserver.json")" || return 1
+    spec="$(effective_spec client "$here/fuzzingserver.json" "$client_port")" || return 1
 
     local cmd
     if [[ -n "${AUTOBAHN_CLIENT_CMD:-}" ]]; then
         cmd="$AUTOBAHN_CLIENT_CMD"
     else
-        local exe
-        exe="$(build_example autobahn_client "${AUTOBAHN_CLIENT_CARGO_FLAGS:-}")" || return 1
-        cmd="$(printf '%q' "$exe") ${AUTOBAHN_CLIENT_ARGS:-}"
+        cmd="$(printf '%q' "$exe") --url $url ${AUTOBAHN_CLIENT_ARGS:-}"
     fi
 
     # --webport 0: no report web server (it would take port 8080).
@@ -267,7 +299,7 @@ run_client_role() {
 
     log "client testee: $cmd"
     local rc=0
-    run_waited timeout "$role_timeout" bash -c "exec $cmd" >"$testee_log" 2>&1 || rc=$?
+    AUTOBAHN_URL="$url" run_waited timeout "$role_timeout" bash -c "exec $cmd" >"$testee_log" 2>&1 || rc=$?
     if ((rc != 0)); then
         log "the client testee exited with $rc$( ((rc == 124)) && echo " (timed out after ${role_timeout}s)")"
         show_tail "$testee_log"
@@ -296,7 +328,7 @@ mkdir -p "$reports"
 # every step themselves (`|| return 1`).
 status=0
 if [[ "$role" == all && "${AUTOBAHN_PARALLEL:-1}" == 1 ]]; then
-    # The roles share nothing (ports 9001 and 9002, separate report directories) and each
+    # The roles share nothing (each picks its own free port, separate report directories) and each
     # wstest is one single-threaded Python process: running them side by side halves the
     # wall time on two cores. Each role's output is printed when it is done.
     pass=()

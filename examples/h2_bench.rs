@@ -34,7 +34,9 @@ use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rapidws::tokio::{ClientConfig, Config, Error, Message, ServerConfig, WebSocket};
+use rapidws::tokio::{
+    ClientConfig, Config, Error, MaybeTlsStream, Message, ServerConfig, WebSocket,
+};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -157,7 +159,7 @@ async fn h2_connection(port: u16) -> Result<SendRequest<Empty<Bytes>>, BoxError>
 
 /// Either client WebSocket, for one load loop.
 enum Ws {
-    Tcp(WebSocket<TcpStream>),
+    Tcp(WebSocket<MaybeTlsStream<TcpStream>>),
     H2(rapidws::hyper::HyperWebSocket),
 }
 

@@ -47,7 +47,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rapidws::deflate::{CompressorPolicy, CompressorPool, DeflateConfig};
-use rapidws::tokio::{ClientConfig, Message, MessageKind, ServerConfig, WebSocket, serve};
+use rapidws::tokio::{
+    ClientConfig, MaybeTlsStream, Message, MessageKind, ServerConfig, WebSocket, serve,
+};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Counts live heap bytes: the exact measure of "memory back where it started", free of
@@ -302,7 +304,7 @@ enum Step {
 }
 
 /// Receives until a data message arrives; `Err` describes what came instead.
-async fn recv_data(ws: &mut WebSocket<TcpStream>) -> Result<Message, String> {
+async fn recv_data(ws: &mut WebSocket<MaybeTlsStream<TcpStream>>) -> Result<Message, String> {
     loop {
         match tokio::time::timeout(STEP_LIMIT, ws.recv()).await {
             Ok(Ok(Some(m))) if m.is_data() => return Ok(m),
@@ -322,7 +324,11 @@ fn same(m: &Message, kind: MessageKind, data: &[u8]) -> bool {
     }
 }
 
-async fn step(ws: &mut WebSocket<TcpStream>, rng: &mut Rng, stats: &Stats) -> Result<Step, String> {
+async fn step(
+    ws: &mut WebSocket<MaybeTlsStream<TcpStream>>,
+    rng: &mut Rng,
+    stats: &Stats,
+) -> Result<Step, String> {
     let kind = if rng.chance(500) {
         MessageKind::Text
     } else {
@@ -465,7 +471,7 @@ async fn connect(
     rng: &mut Rng,
     stats: &Stats,
     stop: Instant,
-) -> Option<WebSocket<TcpStream>> {
+) -> Option<WebSocket<MaybeTlsStream<TcpStream>>> {
     let mut config = ClientConfig::default();
     if rng.chance(200) {
         config = config.with_deflate(Some(DeflateConfig::new().client_no_context_takeover(true)));

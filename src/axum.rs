@@ -1,23 +1,36 @@
 //! An [axum](https://docs.rs/axum) 0.8 extractor for WebSocket upgrades (feature `axum`),
 //! in the shape of axum's own `ws` module.
 //!
+//! Everything a route needs is here, named as in axum's own `extract::ws`:
+//! [`WebSocketUpgrade`], the [`WebSocket`] it hands over (the server end over hyper's
+//! connection, [`HyperWebSocket`]), [`Message`], [`CloseFrame`], [`CloseCode`] and
+//! [`Utf8Bytes`].
+//!
 //! ```no_run
 //! use axum::Router;
 //! use axum::response::IntoResponse;
-//! use axum::routing::get;
-//! use rapidws::axum::WebSocketUpgrade;
+//! use axum::routing::any;
+//! use rapidws::axum::{Message, WebSocket, WebSocketUpgrade};
 //!
-//! async fn echo(ws: WebSocketUpgrade) -> impl IntoResponse {
-//!     ws.protocols(["chat"]).on_upgrade(|mut ws| async move {
-//!         while let Ok(Some(msg)) = ws.recv().await {
-//!             if msg.is_data() && ws.send(msg).await.is_err() {
-//!                 break;
-//!             }
-//!         }
-//!     })
+//! async fn route(ws: WebSocketUpgrade) -> impl IntoResponse {
+//!     ws.protocols(["chat"]).on_upgrade(echo)
 //! }
 //!
-//! let app: Router = Router::new().route("/ws", get(echo));
+//! async fn echo(mut ws: WebSocket) {
+//!     while let Ok(Some(msg)) = ws.recv().await {
+//!         let reply = match msg {
+//!             Message::Text(text) => Message::from(format!("you said: {text}")),
+//!             Message::Binary(data) => Message::Binary(data),
+//!             _ => continue, // pings are answered, the close echoed, by the library
+//!         };
+//!         if ws.send(reply).await.is_err() {
+//!             break;
+//!         }
+//!     }
+//! }
+//!
+//! // `any`, not `get`: browsers on HTTP/2 open WebSockets with CONNECT (RFC 8441).
+//! let app: Router = Router::new().route("/ws", any(route));
 //! ```
 //!
 //! Extraction validates the request with the core handshake (see [`crate::hyper`]); a
@@ -42,12 +55,21 @@ use axum_core::body::Body;
 use axum_core::extract::FromRequestParts;
 use axum_core::response::{IntoResponse, Response};
 use http::request::Parts;
+use http::{HeaderMap, Uri};
 
 #[cfg(feature = "deflate")]
 use crate::deflate::DeflateConfig;
 use crate::handshake;
-use crate::hyper::{HyperWebSocket, Refusal};
+use crate::hyper::Refusal;
 use crate::tokio::{Error, ServerConfig};
+
+pub use crate::codec::CloseCode;
+pub use crate::hyper::HyperWebSocket;
+pub use crate::message::{CloseFrame, Message, Utf8Bytes};
+
+/// The WebSocket [`WebSocketUpgrade::on_upgrade`] hands over: the server end over hyper's
+/// upgraded connection (the same type as [`HyperWebSocket`]).
+pub type WebSocket = HyperWebSocket;
 
 /// Why a request could not be extracted as a [`WebSocketUpgrade`]; as a response, the
 /// HTTP refusal ([`Refusal::response`]).
@@ -67,21 +89,88 @@ type FailedUpgrade = Box<dyn FnOnce(Error) + Send>;
 /// The request was validated when extracted (method, HTTP/1.1, `Upgrade`, `Connection`,
 /// `Sec-WebSocket-Version: 13`, the key; over HTTP/2, CONNECT with `:protocol` websocket
 /// and `sec-websocket-version: 13`; with the default head limits of
-/// [`handshake::ServerConfig`]). The connection settings, subprotocols, origin check and
-/// permessage-deflate come from the [`ServerConfig`] set with the builder methods:
-/// [`ServerConfig::default`] unless changed, which has permessage-deflate off.
+/// [`handshake::ServerConfig`]). Its URI and headers stay readable as `http` types
+/// ([`uri`](Self::uri), [`headers`](Self::headers)) for routing and authentication.
+///
+/// The connection settings, subprotocols, origin check and permessage-deflate come from
+/// a [`ServerConfig`] ([`config`](Self::config); [`ServerConfig::default`] unless set,
+/// which has permessage-deflate off) and the finer setters
+/// ([`protocols`](Self::protocols), [`deflate`](Self::deflate),
+/// [`max_message_size`](Self::max_message_size), [`max_frame_size`](Self::max_frame_size)),
+/// which win over the same fields of the configuration in whatever order they are
+/// called.
+///
+/// ```no_run
+/// use axum::http::HeaderValue;
+/// use axum::response::IntoResponse;
+/// use rapidws::axum::WebSocketUpgrade;
+/// use rapidws::deflate::DeflateConfig;
+/// use rapidws::tokio::ServerConfig;
+///
+/// async fn route(ws: WebSocketUpgrade) -> impl IntoResponse {
+///     let user = ws.headers().get("x-user").cloned();
+///     let mut response = ws
+///         .max_message_size(1 << 20)
+///         .deflate(Some(DeflateConfig::default()))
+///         // Set before or after, the two settings above stay.
+///         .config(ServerConfig::default().with_max_connections(100))
+///         .on_upgrade(|mut ws| async move {
+///             let _ = ws.send_text("welcome").await;
+///         });
+///     // The 101 response is the handler's own: add headers to it.
+///     if let Some(user) = user {
+///         response.headers_mut().insert("x-hello", user);
+///     }
+///     response.headers_mut().insert("x-server", HeaderValue::from_static("rapidws"));
+///     response
+/// }
+/// ```
 pub struct WebSocketUpgrade {
     request: handshake::Request,
+    uri: Uri,
+    headers: HeaderMap,
     on_upgrade: OnUpgrade,
     config: ServerConfig,
+    overrides: Overrides,
     on_failed_upgrade: Option<FailedUpgrade>,
+}
+
+/// What the finer setters chose, applied over the configuration when the upgrade is
+/// accepted, so that they hold whichever order the builder calls come in.
+#[derive(Debug, Default)]
+struct Overrides {
+    protocols: Option<Vec<String>>,
+    #[cfg(feature = "deflate")]
+    deflate: Option<Option<DeflateConfig>>,
+    max_message_size: Option<usize>,
+    max_frame_size: Option<usize>,
+}
+
+impl Overrides {
+    fn apply(self, mut config: ServerConfig) -> ServerConfig {
+        if let Some(p) = self.protocols {
+            config.handshake.subprotocols = p;
+        }
+        #[cfg(feature = "deflate")]
+        if let Some(d) = self.deflate {
+            config.handshake.deflate = d;
+        }
+        if let Some(n) = self.max_message_size {
+            config.connection.max_message_size = n;
+        }
+        if let Some(n) = self.max_frame_size {
+            config.connection.max_frame_size = n;
+        }
+        config
+    }
 }
 
 impl fmt::Debug for WebSocketUpgrade {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WebSocketUpgrade")
-            .field("path", &self.request.path())
+            .field("uri", &self.uri)
             .field("config", &self.config)
+            .field("overrides", &self.overrides)
             .finish_non_exhaustive()
     }
 }
@@ -102,17 +191,22 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
         let on_upgrade = crate::hyper::take_on_upgrade(&mut parts.extensions)?;
         Ok(WebSocketUpgrade {
             request,
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
             on_upgrade,
             config,
+            overrides: Overrides::default(),
             on_failed_upgrade: None,
         })
     }
 }
 
 impl WebSocketUpgrade {
-    /// Replaces the whole server configuration (connection settings, subprotocols, origin
-    /// check, permessage-deflate). Call it before the finer setters below, which change
-    /// the configuration in place.
+    /// Sets the server configuration (connection settings, subprotocols, origin check,
+    /// permessage-deflate). The finer setters ([`protocols`](Self::protocols),
+    /// [`deflate`](Self::deflate), [`max_message_size`](Self::max_message_size),
+    /// [`max_frame_size`](Self::max_frame_size)) win over the same fields, whether they are
+    /// called before this or after.
     pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;
         self
@@ -125,26 +219,38 @@ impl WebSocketUpgrade {
         I: IntoIterator<Item = P>,
         P: Into<String>,
     {
-        self.config.handshake.subprotocols = protocols.into_iter().map(Into::into).collect();
+        self.overrides.protocols = Some(protocols.into_iter().map(Into::into).collect());
         self
     }
 
     /// Accepts the client's permessage-deflate offer with these settings (`None`: decline).
     #[cfg(feature = "deflate")]
     pub fn deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
-        self.config.handshake.deflate = deflate;
+        self.overrides.deflate = Some(deflate);
         self
     }
 
-    /// Sets the largest message accepted (inflated size when compressed).
+    /// Sets the largest message accepted (inflated size when compressed); a larger one
+    /// closes the connection with 1009. `0` means the default,
+    /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::codec::DEFAULT_MAX_MESSAGE_SIZE) (16 MiB), not
+    /// "refuse every message".
     pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.config.connection.max_message_size = bytes;
+        self.overrides.max_message_size = Some(if bytes == 0 {
+            crate::codec::DEFAULT_MAX_MESSAGE_SIZE
+        } else {
+            bytes
+        });
         self
     }
 
-    /// Sets the largest frame accepted.
+    /// Sets the largest frame accepted; `0` means the default,
+    /// [`DEFAULT_MAX_FRAME_SIZE`](crate::codec::DEFAULT_MAX_FRAME_SIZE).
     pub fn max_frame_size(mut self, bytes: usize) -> Self {
-        self.config.connection.max_frame_size = bytes;
+        self.overrides.max_frame_size = Some(if bytes == 0 {
+            crate::codec::DEFAULT_MAX_FRAME_SIZE
+        } else {
+            bytes
+        });
         self
     }
 
@@ -164,9 +270,20 @@ impl WebSocketUpgrade {
         &self.request
     }
 
+    /// The request's URI (path and query; over HTTP/2 also scheme and authority).
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// The request's header fields, as `http` types.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
     /// Accepts the upgrade: returns the 101 response (200 over HTTP/2) for the handler to
-    /// return, and runs `callback` with the [`HyperWebSocket`] on a new tokio task once
-    /// hyper has sent the response and handed the connection (or stream) over.
+    /// return (add headers to it with `headers_mut()`), and runs `callback` with the
+    /// [`HyperWebSocket`] on a new tokio task once hyper has sent the response and handed
+    /// the connection (or stream) over.
     ///
     /// When accepting fails (the configured origin check refuses the request, or a
     /// configured subprotocol is not a valid header value), the refusal is returned
@@ -176,8 +293,9 @@ impl WebSocketUpgrade {
         C: FnOnce(HyperWebSocket) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        let config = self.overrides.apply(self.config);
         let (response, upgrade) =
-            match crate::hyper::switch(&self.request, self.on_upgrade, &self.config) {
+            match crate::hyper::switch(&self.request, self.on_upgrade, &config) {
                 Ok(accepted) => accepted,
                 Err(refusal) => return refusal.into_response(),
             };
@@ -193,5 +311,41 @@ impl WebSocketUpgrade {
             }
         });
         response.map(Body::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finer_setters_win_over_the_config_in_either_order() {
+        let config = ServerConfig::default()
+            .with_subprotocols(["from-config"])
+            .with_connection(
+                crate::Config::default()
+                    .with_max_message_size(5)
+                    .with_max_frame_size(5),
+            );
+        let overrides = Overrides {
+            protocols: Some(vec!["chat".to_owned()]),
+            #[cfg(feature = "deflate")]
+            deflate: Some(Some(DeflateConfig::default())),
+            max_message_size: Some(1000),
+            max_frame_size: None,
+        };
+        let applied = overrides.apply(config);
+        assert_eq!(applied.handshake.subprotocols, ["chat"]);
+        #[cfg(feature = "deflate")]
+        assert!(applied.handshake.deflate.is_some());
+        assert_eq!(applied.connection.max_message_size, 1000);
+        // Not overridden: the configuration's own value stays.
+        assert_eq!(applied.connection.max_frame_size, 5);
+        // Nothing overridden: the configuration as given.
+        let plain = Overrides::default().apply(ServerConfig::default());
+        assert_eq!(
+            plain.connection.max_message_size,
+            crate::codec::DEFAULT_MAX_MESSAGE_SIZE
+        );
     }
 }

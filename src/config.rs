@@ -2,6 +2,8 @@
 //! TLS, hyper/axum): the connection's [`Config`], the handshake's settings, and what the
 //! accept and connect sides add. Every limit has a safe default.
 
+#[cfg(feature = "rustls")]
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connection::Config;
@@ -115,6 +117,12 @@ pub struct ClientConfig {
     /// whatever the environment says; [`Proxy::from_env`] follows `https_proxy` & co.
     #[cfg(feature = "proxy")]
     pub proxy: Proxy,
+    /// The rustls configuration for `wss://` URLs (feature `rustls`): your roots, client
+    /// certificate or ALPN. Default `None`:
+    /// [`tls::default_client_config`](crate::tls::default_client_config) (ring, Mozilla's
+    /// roots), built when a `wss://` connection opens.
+    #[cfg(feature = "rustls")]
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for ClientConfig {
@@ -132,6 +140,8 @@ impl Default for ClientConfig {
             origin: None,
             #[cfg(feature = "proxy")]
             proxy: Proxy::none(),
+            #[cfg(feature = "rustls")]
+            tls: None,
         }
     }
 }
@@ -183,6 +193,31 @@ impl ClientConfig {
     pub fn with_proxy(mut self, proxy: Proxy) -> Self {
         self.proxy = proxy;
         self
+    }
+    /// Sets the rustls configuration [`ClientConfig::tls`] for `wss://` URLs (feature
+    /// `rustls`); build it with [`crate::tls`] or with the re-exported
+    /// [`crate::tls::rustls`], so its version matches.
+    #[cfg(feature = "rustls")]
+    pub fn with_tls(mut self, tls: Arc<rustls::ClientConfig>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The rustls configuration a `wss://` connection uses: `explicit`, else
+    /// [`ClientConfig::tls`], else the default one.
+    #[cfg(feature = "rustls")]
+    #[cfg_attr(
+        not(any(feature = "tokio-rustls", feature = "blocking")),
+        allow(dead_code)
+    )]
+    pub(crate) fn tls_config(
+        &self,
+        explicit: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Arc<rustls::ClientConfig>, crate::tls::TlsConfigError> {
+        match explicit.or_else(|| self.tls.clone()) {
+            Some(t) => Ok(t),
+            None => crate::tls::default_client_config(),
+        }
     }
 
     /// The upgrade request for `host` (the `Host` header) and `path` (with query), with

@@ -68,19 +68,15 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use crate::tokio::{
-    self as ws, Acceptor, ClientConfig, CloseFrame, Message, ServerConfig, WebSocket,
+    self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Message, ServerConfig, WebSocket,
 };
-
-/// RFC 6455 7.4.1: 1011, the server met a condition that prevented it from fulfilling
-/// the request.
-const INTERNAL_ERROR: u16 = 1011;
 
 /// Sends from inside a callback. Messages are queued and written, in order, when the
 /// callback returns.
 #[derive(Debug, Default)]
 pub struct Socket {
     outbox: Vec<Message>,
-    close: Option<(u16, String)>,
+    close: Option<(CloseCode, String)>,
     subprotocol: Option<String>,
 }
 
@@ -102,8 +98,9 @@ impl Socket {
 
     /// Closes the connection with `code` and `reason` once the queued messages are out;
     /// [`Handler::on_close`] follows when the peer has answered.
-    pub fn close(&mut self, code: u16, reason: impl Into<String>) {
-        self.close = Some((code, reason.into()));
+    /// `code` is a [`CloseCode`] or its number.
+    pub fn close(&mut self, code: impl Into<CloseCode>, reason: impl Into<String>) {
+        self.close = Some((code.into(), reason.into()));
     }
 
     /// The subprotocol agreed in the handshake, if any.
@@ -212,13 +209,16 @@ where
     let mut result = call(handler, &mut socket, |h, s| h.on_open(s));
     loop {
         if let Err(Error::Panicked) = result {
-            let _ = ws.close(INTERNAL_ERROR, "").await;
+            let _ = ws.close(CloseCode::INTERNAL, "").await;
             return Err(Error::Panicked);
         }
         match deliver(&mut ws, &mut socket).await {
             Ok(false) => {}
             Ok(true) => {
-                let (code, reason) = socket.close.take().unwrap_or((1000, String::new()));
+                let (code, reason) = socket
+                    .close
+                    .take()
+                    .unwrap_or((CloseCode::NORMAL, String::new()));
                 let r = ws.close(code, &reason).await;
                 return finish(handler, ws.close_frame().cloned(), r.err());
             }

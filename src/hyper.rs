@@ -57,8 +57,17 @@
 //!     mut request: Request<Incoming>,
 //!     config: Arc<ServerConfig>,
 //! ) -> Result<Response<String>, Infallible> {
+//!     // Route and authenticate on hyper's request, as `http` types.
+//!     if request.headers().get("authorization").is_none() {
+//!         let mut refusal = Response::new("who are you?".to_owned());
+//!         *refusal.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+//!         return Ok(refusal);
+//!     }
 //!     match rapidws::hyper::upgrade(&mut request, &config) {
-//!         Ok((response, websocket)) => {
+//!         Ok((mut response, websocket)) => {
+//!             // The 101 response is yours: add headers (cookies, ...) to it.
+//!             let cookie = hyper::header::HeaderValue::from_static("session=1");
+//!             response.headers_mut().insert(hyper::header::SET_COOKIE, cookie);
 //!             tokio::spawn(async move {
 //!                 let Ok(mut ws) = websocket.await else { return };
 //!                 while let Ok(Some(msg)) = ws.recv().await {
@@ -89,8 +98,8 @@ use http::{Extensions, Method, Response, StatusCode, Uri, Version};
 use hyper_util::rt::TokioIo;
 
 #[cfg(feature = "deflate")]
-use crate::deflate::{DeflateConfig, DeflateParams};
-use crate::handshake::{self, ServerError};
+use crate::deflate::DeflateParams;
+use crate::handshake::{self, Negotiated, ServerError};
 use crate::tokio::{Config, Error, ServerConfig, WebSocket};
 
 /// The WebSocket an [`UpgradeFuture`] yields: the server end over hyper's upgraded
@@ -192,16 +201,20 @@ pub(crate) fn switch(
             HeaderName::from_bytes(name.as_bytes()).map_err(|_| ServerError::ResponseHeader)?;
         headers.insert(name, header_value(value)?);
     }
+    let mut negotiated = Negotiated::new();
+    if let Some(p) = agreement.subprotocol {
+        negotiated = negotiated.with_subprotocol(p);
+    }
     #[cfg(feature = "deflate")]
-    let deflate = agreement.deflate.zip(config.handshake.deflate.clone());
+    if let Some((params, settings)) = agreement.deflate.zip(config.handshake.deflate.clone()) {
+        negotiated = negotiated.with_deflate(params, settings);
+    }
     Ok((
         response,
         UpgradeFuture {
             on_upgrade,
             connection: config.connection.clone(),
-            #[cfg(feature = "deflate")]
-            deflate,
-            subprotocol: agreement.subprotocol,
+            negotiated: Some(negotiated),
         },
     ))
 }
@@ -221,31 +234,33 @@ fn header_value(value: String) -> Result<HeaderValue, ServerError> {
 pub struct UpgradeFuture {
     on_upgrade: OnUpgrade,
     connection: Config,
-    #[cfg(feature = "deflate")]
-    deflate: Option<(DeflateParams, DeflateConfig)>,
-    subprotocol: Option<String>,
+    /// Taken when the connection opens.
+    negotiated: Option<Negotiated>,
 }
 
 impl UpgradeFuture {
     /// The subprotocol selected for this connection, if any.
     pub fn subprotocol(&self) -> Option<&str> {
-        self.subprotocol.as_deref()
+        self.negotiated.as_ref().and_then(Negotiated::subprotocol)
     }
 
     /// The agreed permessage-deflate parameters, when the extension was negotiated.
     #[cfg(feature = "deflate")]
     pub fn deflate(&self) -> Option<&DeflateParams> {
-        self.deflate.as_ref().map(|(params, _)| params)
+        self.negotiated.as_ref().and_then(Negotiated::deflate)
+    }
+
+    /// Whether permessage-deflate was negotiated (never without feature `deflate`).
+    pub fn is_deflate(&self) -> bool {
+        self.negotiated.as_ref().is_some_and(Negotiated::is_deflate)
     }
 }
 
 impl fmt::Debug for UpgradeFuture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("UpgradeFuture");
-        d.field("subprotocol", &self.subprotocol);
-        #[cfg(feature = "deflate")]
-        d.field("deflate", &self.deflate.as_ref().map(|(params, _)| params));
-        d.finish_non_exhaustive()
+        f.debug_struct("UpgradeFuture")
+            .field("negotiated", &self.negotiated)
+            .finish_non_exhaustive()
     }
 }
 
@@ -256,16 +271,12 @@ impl Future for UpgradeFuture {
         let this = &mut *self;
         let upgraded = ready!(Pin::new(&mut this.on_upgrade).poll(cx))
             .map_err(|e| Error::Io(io::Error::other(e)))?;
-        #[cfg(feature = "deflate")]
-        let deflate = this.deflate.take();
+        // hyper's Upgraded replays whatever it read past the request head, so there are
+        // no leftover bytes to hand over.
         Poll::Ready(Ok(crate::tokio::open_server(
             TokioIo::new(upgraded),
-            std::sync::Arc::new(this.connection.clone()),
-            #[cfg(feature = "deflate")]
-            deflate.as_ref().map(|(params, config)| (*params, config)),
-            // hyper's Upgraded replays whatever it read past the request head.
-            &[],
-            this.subprotocol.take(),
+            &this.connection,
+            this.negotiated.take().unwrap_or_default(),
         )))
     }
 }

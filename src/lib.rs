@@ -3,7 +3,7 @@
 //!
 //! The protocol lives in a sans-IO core ([`codec`], [`handshake`], [`connection`] and,
 //! with feature `deflate`, [`deflate`]): bytes and time go in, events and bytes come out;
-//! it never touches a socket or reads a clock. The IO layers ([`tokio`](mod@crate::tokio)
+//! it never touches a socket or reads a clock. The IO layers ([`tokio`][tokio-layer]
 //! and [`blocking`]) drive that one core. The hot paths (masking and UTF-8 validation) are
 //! SIMD kernels from [`rapidws_simd`](simd), which also scans the headers of a burst of
 //! frames (scalar code) and is the only crate with `unsafe` code; this one is
@@ -26,16 +26,16 @@
 //! | `deflate`  | yes     | permessage-deflate (RFC 7692), own level 1, zlib-rs: [`deflate`] |
 //! | `tokio`    | yes     | the async layer: [`tokio::serve`], [`tokio::connect`], split halves, send queues, timeouts; [`handler`] callbacks and [`tunnel`] byte streams |
 //! | `blocking` | yes     | a blocking layer over any `std::io::Read + Write`: [`blocking`] |
-//! | `rustls`   | no      | rustls configurations for `wss://`, ring provider chosen explicitly (`tls::default_client_config`, `tls::server_config_from_pem`), and the blocking `wss://` client (`blocking::connect_tls`); no async runtime |
-//! | `tokio-rustls` | no  | `wss://` on tokio: `tokio::connect_tls`, `tokio::accept_tls`; implies `tokio` and `rustls` |
-//! | `rustls-native-roots` | no | the operating system's trust store for `wss://` clients (`tls::native_roots_client_config`) |
-//! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` (`proxy::Proxy`, `ClientConfig::with_proxy`), for both layers; no async runtime of its own |
-//! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket (`hyper::upgrade`): HTTP/1.1 upgrades and HTTP/2 extended CONNECT (RFC 8441) |
-//! | `axum`     | no      | an axum extractor, `axum::WebSocketUpgrade`, both HTTP versions; implies `hyper` |
-//! | `http2`    | no      | WebSocket clients as streams of a hyper HTTP/2 connection (`http2::connect`, RFC 8441); implies `hyper` |
-//! | `hub`      | no      | a fan-out hub: topics, prepared-message fan-out, slow-consumer policy, metrics, history: [`hub`](mod@crate::hub) |
-//! | `hub-redis` | no     | the hub's Redis broker: pub/sub between nodes, history in Redis Streams (`hub::RedisBroker`) |
-//! | `hub-nats` | no      | the hub's NATS broker over core subjects (`hub::NatsBroker`) |
+//! | `rustls`   | no      | rustls configurations for `wss://`, ring provider chosen explicitly ([`tls::default_client_config`], [`tls::server_config_from_pem`]), and the blocking `wss://` client ([`blocking::connect_tls`]); no async runtime |
+//! | `tokio-rustls` | no  | `wss://` on tokio: [`tokio::connect`] takes `wss://` URLs ([`tokio::MaybeTlsStream`]), [`tokio::connect_tls`], [`tokio::accept_tls`]; implies `tokio` and `rustls` |
+//! | `rustls-native-roots` | no | the operating system's trust store for `wss://` clients ([`tls::native_roots_client_config`]) |
+//! | `proxy`    | no      | client connections through HTTP CONNECT and SOCKS5 proxies, explicit or from `https_proxy`/`http_proxy`/`all_proxy`/`no_proxy` ([`proxy::Proxy`], [`ClientConfig::with_proxy`]), for both layers; no async runtime of its own |
+//! | `hyper`    | no      | upgrade a hyper 1.x request into a WebSocket ([`hyper::upgrade`]): HTTP/1.1 upgrades and HTTP/2 extended CONNECT (RFC 8441) |
+//! | `axum`     | no      | an axum extractor, [`axum::WebSocketUpgrade`], both HTTP versions; implies `hyper` |
+//! | `http2`    | no      | WebSocket clients as streams of a hyper HTTP/2 connection ([`http2::connect`], RFC 8441); implies `hyper` |
+//! | `hub`      | no      | a fan-out hub: topics, prepared-message fan-out, slow-consumer policy, metrics, history: [`hub`][hub-mod] |
+//! | `hub-redis` | no     | the hub's Redis broker: pub/sub between nodes, history in Redis Streams ([`hub::RedisBroker`]) |
+//! | `hub-nats` | no      | the hub's NATS broker over core subjects ([`hub::NatsBroker`]) |
 //! | `tracing`  | no      | `tracing` events at connection open and close and on protocol errors |
 //!
 //! With `default-features = false` the sans-IO core alone is built: no async runtime, no
@@ -47,10 +47,13 @@
 //! |----------|-----|
 //! | a server on tokio | [`tokio::serve`], or [`tokio::accept`] on a stream you accepted |
 //! | a client on tokio | [`tokio::connect`], or [`tokio::client_handshake`] on a stream you opened |
-//! | a `wss://` client or server | `tokio::connect_tls` and `tokio::accept_tls` (feature `tokio-rustls`), `blocking::connect_tls` (feature `rustls`) |
-//! | a client behind a proxy | `ClientConfig::with_proxy` (feature `proxy`) |
-//! | a route in a hyper or axum app | `hyper::upgrade`, `axum::WebSocketUpgrade` (features `hyper`, `axum`), over HTTP/1.1 and HTTP/2 |
-//! | WebSockets on an HTTP/2 connection you hold | `http2::connect` (feature `http2`) |
+//! | a `wss://` client or server | [`tokio::connect`] with a `wss://` URL, [`tokio::connect_tls`] and [`tokio::accept_tls`] (feature `tokio-rustls`); [`blocking::connect`] and [`blocking::connect_tls`] (feature `rustls`) |
+//! | a client that reconnects | [`tokio::Reconnect`]: a connection after each loss, with backoff and jitter, attempt limits, a deadline and a resubscribe hook |
+//! | what the server answered and agreed | [`tokio::connect_with_response`]: the 101 response's headers, subprotocol, permessage-deflate |
+//! | your own handshake, then this library | [`tokio::from_handshake`] with the agreed subprotocol and deflate parameters |
+//! | a client behind a proxy | [`ClientConfig::with_proxy`] (feature `proxy`) |
+//! | a route in a hyper or axum app | [`hyper::upgrade`], [`axum::WebSocketUpgrade`] (features `hyper`, `axum`), over HTTP/1.1 and HTTP/2 |
+//! | WebSockets on an HTTP/2 connection you hold | [`http2::connect`] (feature `http2`) |
 //! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
@@ -62,7 +65,7 @@
 //! ## An echo server (tokio)
 //!
 //! [`tokio::serve`] accepts connections, runs the handshake on each and hands every open
-//! [`WebSocket`](tokio::WebSocket) to its own task. Pings are answered and the peer's
+//! [`tokio::WebSocket`] to its own task. Pings are answered and the peer's
 //! close echoed by the library; `recv` returns `Ok(None)` once the connection has closed.
 //!
 #![cfg_attr(feature = "tokio", doc = "```")]
@@ -100,12 +103,12 @@
 //!
 //! permessage-deflate is off until asked for: `ServerConfig::default().with_deflate(
 //! Some(DeflateConfig::default()))` accepts clients' offers, and the same call on a
-//! [`tokio::ClientConfig`] makes one.
+//! [`ClientConfig`] makes one.
 //!
 //! ## A client (tokio)
 //!
 //! [`tokio::connect`] resolves the host, connects (within
-//! [`connect_timeout`](tokio::ClientConfig::connect_timeout)) and runs the handshake. The
+//! [`ClientConfig::connect_timeout`]) and runs the handshake. The
 //! server here is the plainest one: [`tokio::accept`] on a stream from a
 //! `TcpListener`, sending one greeting.
 //!
@@ -221,8 +224,8 @@
 //! ```
 //!
 //! With permessage-deflate, `Accepted::deflate` and `Upgraded::deflate` hold the agreed
-//! parameters; give each end a `deflate::PerMessageDeflate` made from them with
-//! `Connection::set_deflate` before any frame passes (the [`connection`] module shows it).
+//! parameters; give each end a [`deflate::PerMessageDeflate`] made from them with
+//! [`Connection::set_deflate`] before any frame passes (the [`connection`] module shows it).
 //!
 //! ## Broadcast with `PreparedMessage`
 //!
@@ -282,7 +285,7 @@
 //!
 //! The [`blocking`] layer runs the same core over `std::net::TcpStream` or any
 //! `Read + Write`, one thread per connection. Bound every wait with the socket's read
-//! timeout ([`blocking::ClientConfig::read_timeout`] sets it for `connect`, 30 s by
+//! timeout ([`ClientConfig::read_timeout`] sets it for `connect`, 30 s by
 //! default).
 //!
 #![cfg_attr(feature = "blocking", doc = "```")]
@@ -322,6 +325,59 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+// Links to items behind features: with the feature, rustdoc resolves them; without it, they
+// point at docs.rs, which documents every feature (`cargo doc` with any feature set stays
+// free of broken links).
+#![cfg_attr(feature = "hub", doc = "[hub-mod]: mod@crate::hub")]
+#![cfg_attr(not(feature = "hub"), doc = concat!("[hub-mod]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hub/index.html"))]
+#![cfg_attr(not(feature = "hub-redis"), doc = concat!("[`hub::RedisBroker`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hub/struct.RedisBroker.html"))]
+#![cfg_attr(not(feature = "hub-nats"), doc = concat!("[`hub::NatsBroker`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hub/struct.NatsBroker.html"))]
+#![cfg_attr(feature = "tokio", doc = "[tokio-layer]: mod@crate::tokio")]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[tokio-layer]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/index.html"))]
+#![cfg_attr(not(feature = "deflate"), doc = concat!("[`deflate`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/deflate/index.html"))]
+#![cfg_attr(not(feature = "deflate"), doc = concat!("[`deflate::PerMessageDeflate`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/deflate/struct.PerMessageDeflate.html"))]
+#![cfg_attr(not(feature = "deflate"), doc = concat!("[`Connection::set_deflate`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/connection/struct.Connection.html#method.set_deflate"))]
+#![cfg_attr(not(feature = "blocking"), doc = concat!("[`blocking`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/blocking/index.html"))]
+#![cfg_attr(not(feature = "blocking"), doc = concat!("[`blocking::accept`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/blocking/fn.accept.html"))]
+#![cfg_attr(not(feature = "blocking"), doc = concat!("[`blocking::connect`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/blocking/fn.connect.html"))]
+#![cfg_attr(not(all(feature = "blocking", feature = "rustls")), doc = concat!("[`blocking::connect_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/blocking/fn.connect_tls.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`handler`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/handler/index.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`handler::serve_handler`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/handler/fn.serve_handler.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`handler::dial_handler`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/handler/fn.dial_handler.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tunnel`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tunnel/index.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::serve`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.serve.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::accept`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::connect`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::client_handshake`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.client_handshake.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::WebSocket`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/struct.WebSocket.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::Reconnect`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/struct.Reconnect.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::MaybeTlsStream`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/enum.MaybeTlsStream.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::connect_with_response`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_with_response.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::from_handshake`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.from_handshake.html"))]
+#![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::connect_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_tls.html"))]
+#![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::accept_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept_tls.html"))]
+#![cfg_attr(not(feature = "rustls"), doc = concat!("[`tls::default_client_config`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/fn.default_client_config.html"))]
+#![cfg_attr(not(feature = "rustls"), doc = concat!("[`tls::server_config_from_pem`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/fn.server_config_from_pem.html"))]
+#![cfg_attr(not(feature = "rustls-native-roots"), doc = concat!("[`tls::native_roots_client_config`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/fn.native_roots_client_config.html"))]
+#![cfg_attr(not(feature = "proxy"), doc = concat!("[`proxy::Proxy`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/proxy/struct.Proxy.html"))]
+#![cfg_attr(not(feature = "proxy"), doc = concat!("[`ClientConfig::with_proxy`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/config/struct.ClientConfig.html#method.with_proxy"))]
+#![cfg_attr(
+    feature = "hyper",
+    doc = "[`hyper::upgrade`]: fn@crate::hyper::upgrade"
+)]
+#![cfg_attr(not(feature = "hyper"), doc = concat!("[`hyper::upgrade`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/fn.upgrade.html"))]
+#![cfg_attr(
+    feature = "axum",
+    doc = "[`axum::WebSocketUpgrade`]: crate::axum::WebSocketUpgrade"
+)]
+#![cfg_attr(not(feature = "axum"), doc = concat!("[`axum::WebSocketUpgrade`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/axum/struct.WebSocketUpgrade.html"))]
+#![cfg_attr(
+    feature = "http2",
+    doc = "[`http2::connect`]: fn@crate::http2::connect"
+)]
+#![cfg_attr(not(feature = "http2"), doc = concat!("[`http2::connect`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/http2/fn.connect.html"))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -331,6 +387,12 @@ pub mod axum;
 pub mod blocking;
 pub mod codec;
 pub mod config;
+// The module's own docs link `Connection::set_deflate`, which exists with feature `deflate`
+// only; without it the link points at docs.rs (a definition here joins the module's docs).
+#[cfg_attr(
+    not(feature = "deflate"),
+    doc = concat!("[`Connection::set_deflate`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/connection/struct.Connection.html#method.set_deflate")
+)]
 pub mod connection;
 #[cfg(feature = "deflate")]
 pub mod deflate;
@@ -368,4 +430,4 @@ pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
 pub use config::{ClientConfig, ServerConfig};
 pub use connection::{Config, Connection, Delivery, Event, PreparedMessage};
 pub use error::{Error, Timeout, TrySendError};
-pub use message::{CloseFrame, Message, MessageRef, Utf8Bytes};
+pub use message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};

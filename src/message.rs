@@ -13,11 +13,24 @@ use crate::codec::{CloseCode, MessageKind};
 pub struct Utf8Bytes(Bytes);
 
 impl Utf8Bytes {
-    /// Wraps `bytes` without a copy if they are valid UTF-8; hands them back otherwise.
-    pub fn try_from_bytes(bytes: Bytes) -> Result<Self, Bytes> {
+    /// Wraps `bytes` without a copy if they are valid UTF-8; otherwise the error says where
+    /// the text broke and hands the bytes back.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use rapidws::Utf8Bytes;
+    ///
+    /// let text = Utf8Bytes::try_from_bytes(Bytes::from_static(b"caf\xc3\xa9")).unwrap();
+    /// assert_eq!(text, "caf\u{e9}");
+    ///
+    /// let err = Utf8Bytes::try_from_bytes(Bytes::from_static(b"ab\xffcd")).unwrap_err();
+    /// assert_eq!((err.valid_up_to(), err.error_len()), (2, Some(1)));
+    /// assert_eq!(err.into_bytes(), &b"ab\xffcd"[..]);
+    /// ```
+    pub fn try_from_bytes(bytes: Bytes) -> Result<Self, FromUtf8Error> {
         match crate::simd::utf8::validate(&bytes) {
             Ok(()) => Ok(Utf8Bytes(bytes)),
-            Err(_) => Err(bytes),
+            Err(error) => Err(FromUtf8Error { bytes, error }),
         }
     }
 
@@ -96,6 +109,62 @@ impl From<Utf8Bytes> for Bytes {
     }
 }
 
+impl TryFrom<Bytes> for Utf8Bytes {
+    type Error = FromUtf8Error;
+    /// [`Utf8Bytes::try_from_bytes`].
+    fn try_from(bytes: Bytes) -> Result<Self, FromUtf8Error> {
+        Utf8Bytes::try_from_bytes(bytes)
+    }
+}
+
+impl TryFrom<Vec<u8>> for Utf8Bytes {
+    type Error = FromUtf8Error;
+    /// Validates and wraps the vector without a copy.
+    fn try_from(bytes: Vec<u8>) -> Result<Self, FromUtf8Error> {
+        Utf8Bytes::try_from_bytes(Bytes::from(bytes))
+    }
+}
+
+/// Bytes that are not valid UTF-8, from [`Utf8Bytes::try_from_bytes`] and
+/// [`Message::into_text`]: where the text broke, and the bytes, handed back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FromUtf8Error {
+    bytes: Bytes,
+    error: crate::simd::utf8::Utf8Error,
+}
+
+impl FromUtf8Error {
+    /// Bytes of the input that were valid UTF-8 before the error (as
+    /// [`std::str::Utf8Error::valid_up_to`]).
+    pub fn valid_up_to(&self) -> usize {
+        self.error.valid_up_to()
+    }
+
+    /// Length of the invalid sequence at [`valid_up_to`](Self::valid_up_to), or `None` when
+    /// the input ended inside a code point (as [`std::str::Utf8Error::error_len`]).
+    pub fn error_len(&self) -> Option<usize> {
+        self.error.error_len()
+    }
+
+    /// The bytes that were refused.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The bytes that were refused, without a copy.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+}
+
+impl std::fmt::Display for FromUtf8Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for FromUtf8Error {}
+
 impl PartialEq<str> for Utf8Bytes {
     fn eq(&self, other: &str) -> bool {
         self.as_bytes() == other.as_bytes()
@@ -104,6 +173,30 @@ impl PartialEq<str> for Utf8Bytes {
 
 impl PartialEq<&str> for Utf8Bytes {
     fn eq(&self, other: &&str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<String> for Utf8Bytes {
+    fn eq(&self, other: &String) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<Utf8Bytes> for str {
+    fn eq(&self, other: &Utf8Bytes) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<Utf8Bytes> for &str {
+    fn eq(&self, other: &Utf8Bytes) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<Utf8Bytes> for String {
+    fn eq(&self, other: &Utf8Bytes) -> bool {
         self.as_bytes() == other.as_bytes()
     }
 }
@@ -177,12 +270,148 @@ impl Message {
         matches!(self, Message::Text(_) | Message::Binary(_))
     }
 
+    /// Whether this is a text message.
+    pub fn is_text(&self) -> bool {
+        matches!(self, Message::Text(_))
+    }
+
+    /// Whether this is a binary message.
+    pub fn is_binary(&self) -> bool {
+        matches!(self, Message::Binary(_))
+    }
+
+    /// Whether this is a ping.
+    pub fn is_ping(&self) -> bool {
+        matches!(self, Message::Ping(_))
+    }
+
+    /// Whether this is a pong.
+    pub fn is_pong(&self) -> bool {
+        matches!(self, Message::Pong(_))
+    }
+
+    /// Whether this is a close frame.
+    pub fn is_close(&self) -> bool {
+        matches!(self, Message::Close(_))
+    }
+
+    /// The text of a text message; `None` for every other kind (see
+    /// [`into_text`](Self::into_text) to read a binary payload as text).
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Message::Text(t) => Some(t.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The payload's bytes, whatever the kind (for a close frame: the reason).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Message::Text(t) => t.as_bytes(),
+            Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => b,
+            Message::Close(c) => c.as_ref().map_or(&[], |c| c.reason.as_bytes()),
+        }
+    }
+
+    /// The payload as text, without a copy: a text message's text; a binary, ping or pong
+    /// payload once validated as UTF-8 (the error says where it broke and hands the bytes
+    /// back); a close frame's reason.
+    ///
+    /// ```
+    /// use rapidws::Message;
+    ///
+    /// assert_eq!(Message::text("hi").into_text().unwrap(), "hi");
+    /// assert_eq!(Message::binary(&b"{}"[..]).into_text().unwrap(), "{}");
+    /// assert_eq!(Message::binary(vec![0xff]).into_text().unwrap_err().valid_up_to(), 0);
+    /// ```
+    pub fn into_text(self) -> Result<Utf8Bytes, FromUtf8Error> {
+        match self {
+            Message::Text(t) => Ok(t),
+            Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => {
+                Utf8Bytes::try_from_bytes(b)
+            }
+            Message::Close(c) => Ok(c.map(|c| c.reason).unwrap_or_default()),
+        }
+    }
+
+    /// The payload, without a copy, whatever the kind (for a close frame: the reason).
+    pub fn into_data(self) -> Bytes {
+        match self {
+            Message::Text(t) => t.into_bytes(),
+            Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => b,
+            Message::Close(c) => c.map(|c| c.reason.into_bytes()).unwrap_or_default(),
+        }
+    }
+
     /// A data message of `kind` whose payload the codec has validated (UTF-8 for text).
     pub(crate) fn from_data(kind: MessageKind, data: Bytes) -> Self {
         match kind {
             MessageKind::Text => Message::Text(Utf8Bytes::from_validated(data)),
             MessageKind::Binary => Message::Binary(data),
         }
+    }
+}
+
+/// A text message.
+impl From<Utf8Bytes> for Message {
+    fn from(text: Utf8Bytes) -> Self {
+        Message::Text(text)
+    }
+}
+
+/// A text message, without a copy.
+impl From<String> for Message {
+    fn from(text: String) -> Self {
+        Message::Text(text.into())
+    }
+}
+
+/// A text message (the text is copied).
+impl From<&str> for Message {
+    fn from(text: &str) -> Self {
+        Message::Text(text.into())
+    }
+}
+
+/// A binary message.
+impl From<Bytes> for Message {
+    fn from(data: Bytes) -> Self {
+        Message::Binary(data)
+    }
+}
+
+/// A binary message, without a copy.
+impl From<Vec<u8>> for Message {
+    fn from(data: Vec<u8>) -> Self {
+        Message::Binary(data.into())
+    }
+}
+
+/// A binary message (the bytes are copied).
+impl From<&[u8]> for Message {
+    fn from(data: &[u8]) -> Self {
+        Message::Binary(Bytes::copy_from_slice(data))
+    }
+}
+
+/// A close frame with this code and reason.
+impl From<CloseFrame> for Message {
+    fn from(frame: CloseFrame) -> Self {
+        Message::Close(Some(frame))
+    }
+}
+
+/// The payload: [`Message::into_data`].
+impl From<Message> for Bytes {
+    fn from(msg: Message) -> Self {
+        msg.into_data()
+    }
+}
+
+/// A copy: [`MessageRef::to_message`].
+impl From<MessageRef<'_>> for Message {
+    fn from(msg: MessageRef<'_>) -> Self {
+        msg.to_message()
     }
 }
 
@@ -245,6 +474,31 @@ impl<'a> MessageRef<'a> {
         matches!(self, MessageRef::Text(_) | MessageRef::Binary(_))
     }
 
+    /// Whether this is a text message.
+    pub fn is_text(&self) -> bool {
+        matches!(self, MessageRef::Text(_))
+    }
+
+    /// Whether this is a binary message.
+    pub fn is_binary(&self) -> bool {
+        matches!(self, MessageRef::Binary(_))
+    }
+
+    /// Whether this is a ping.
+    pub fn is_ping(&self) -> bool {
+        matches!(self, MessageRef::Ping(_))
+    }
+
+    /// Whether this is a pong.
+    pub fn is_pong(&self) -> bool {
+        matches!(self, MessageRef::Pong(_))
+    }
+
+    /// Whether this is a close frame.
+    pub fn is_close(&self) -> bool {
+        matches!(self, MessageRef::Close(_))
+    }
+
     /// The text of a text message; `None` otherwise.
     pub fn as_text(&self) -> Option<&'a str> {
         match *self {
@@ -264,5 +518,165 @@ impl<'a> MessageRef<'a> {
                 Message::Close(c.map(|(code, reason)| CloseFrame::new(code, reason)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_become_text_and_bytes_become_binary() {
+        let from_string = Message::from(String::from("hi"));
+        let from_str = Message::from("hi");
+        let from_utf8 = Message::from(Utf8Bytes::from_static("hi"));
+        for m in [&from_string, &from_str, &from_utf8] {
+            assert_eq!(m, &Message::text("hi"));
+            assert!(m.is_text() && m.is_data() && !m.is_binary());
+        }
+        let from_vec = Message::from(vec![1u8, 2]);
+        let from_slice = Message::from(&[1u8, 2][..]);
+        let from_bytes = Message::from(Bytes::from_static(&[1, 2]));
+        for m in [&from_vec, &from_slice, &from_bytes] {
+            assert_eq!(m, &Message::binary(vec![1u8, 2]));
+            assert!(m.is_binary() && m.is_data() && !m.is_text());
+        }
+        let close = Message::from(CloseFrame::new(CloseCode::NORMAL, "bye"));
+        assert_eq!(
+            close,
+            Message::Close(Some(CloseFrame::new(1000, Utf8Bytes::from("bye"))))
+        );
+    }
+
+    #[test]
+    fn a_string_or_vec_is_moved_into_the_message_without_a_copy() {
+        let s = String::from("moved");
+        let ptr = s.as_ptr();
+        let Message::Text(t) = Message::from(s) else {
+            panic!("text expected")
+        };
+        assert_eq!(t.as_ptr(), ptr);
+        let v = vec![7u8; 16];
+        let ptr = v.as_ptr();
+        assert_eq!(Message::from(v).into_data().as_ptr(), ptr);
+    }
+
+    #[test]
+    fn each_kind_answers_exactly_one_predicate() {
+        let all = [
+            Message::text("t"),
+            Message::binary(vec![1u8]),
+            Message::Ping(Bytes::from_static(b"p")),
+            Message::Pong(Bytes::from_static(b"q")),
+            Message::Close(None),
+        ];
+        for (i, m) in all.iter().enumerate() {
+            let answers = [
+                m.is_text(),
+                m.is_binary(),
+                m.is_ping(),
+                m.is_pong(),
+                m.is_close(),
+            ];
+            let expected: Vec<bool> = (0..5).map(|j| j == i).collect();
+            assert_eq!(answers.to_vec(), expected, "{m:?}");
+            let r = match m {
+                Message::Text(t) => MessageRef::Text(t.as_str()),
+                Message::Binary(b) => MessageRef::Binary(b),
+                Message::Ping(b) => MessageRef::Ping(b),
+                Message::Pong(b) => MessageRef::Pong(b),
+                Message::Close(_) => MessageRef::Close(None),
+            };
+            let answers = [
+                r.is_text(),
+                r.is_binary(),
+                r.is_ping(),
+                r.is_pong(),
+                r.is_close(),
+            ];
+            assert_eq!(answers.to_vec(), expected, "{r:?}");
+            assert_eq!(&Message::from(r), m);
+        }
+    }
+
+    #[test]
+    fn as_text_is_only_for_text_and_as_bytes_for_every_payload() {
+        assert_eq!(Message::text("x").as_text(), Some("x"));
+        assert_eq!(Message::binary(&b"x"[..]).as_text(), None);
+        assert_eq!(Message::Ping(Bytes::from_static(b"x")).as_text(), None);
+        assert_eq!(Message::binary(&b"ab"[..]).as_bytes(), b"ab");
+        let close = Message::Close(Some(CloseFrame::new(1001, "away")));
+        assert_eq!(close.as_bytes(), b"away");
+        assert_eq!(Message::Close(None).as_bytes(), b"");
+    }
+
+    #[test]
+    fn into_text_validates_other_payloads_and_reports_where_they_break() {
+        assert_eq!(Message::text("a").into_text().unwrap(), "a");
+        assert_eq!(
+            Message::binary(&b"{\"a\":1}"[..]).into_text().unwrap(),
+            "{\"a\":1}"
+        );
+        assert_eq!(
+            Message::Pong(Bytes::from_static(b"ok"))
+                .into_text()
+                .unwrap(),
+            "ok"
+        );
+        let close = Message::Close(Some(CloseFrame::new(1000, "done")));
+        assert_eq!(close.into_text().unwrap(), "done");
+        assert_eq!(Message::Close(None).into_text().unwrap(), "");
+        let err = Message::binary(&b"ok\xe2\x82"[..]).into_text().unwrap_err();
+        assert_eq!((err.valid_up_to(), err.error_len()), (2, None));
+        assert_eq!(err.as_bytes(), b"ok\xe2\x82");
+        assert!(err.to_string().contains("index 2"), "{err}");
+    }
+
+    #[test]
+    fn into_data_and_into_bytes_hand_the_payload_over() {
+        let data = Bytes::from_static(b"payload");
+        assert_eq!(Message::Binary(data.clone()).into_data(), data);
+        assert_eq!(Bytes::from(Message::text("payload")), data);
+        assert_eq!(Message::Ping(data.clone()).into_data(), data);
+        let close = Message::Close(Some(CloseFrame::new(1000, "payload")));
+        assert_eq!(Bytes::from(close), data);
+        assert!(Message::Close(None).into_data().is_empty());
+    }
+
+    #[test]
+    fn try_from_bytes_gives_the_position_and_length_of_the_bad_sequence() {
+        let ok = Utf8Bytes::try_from_bytes(Bytes::from_static("h\u{e9}llo".as_bytes())).unwrap();
+        assert_eq!(ok, "h\u{e9}llo");
+        assert_eq!(ok, String::from("h\u{e9}llo"));
+        assert_eq!(String::from("h\u{e9}llo"), ok);
+        assert_eq!("h\u{e9}llo", ok);
+        // Cases with std's answer as the oracle: a bad byte, an overlong form, a surrogate,
+        // a truncated sequence at the end.
+        for bad in [
+            &b"ab\xffcd"[..],
+            b"\xc0\x80",
+            b"x\xed\xa0\x80y",
+            b"abc\xf0\x9f\x98",
+        ] {
+            let std_err = std::str::from_utf8(bad).unwrap_err();
+            let err = Utf8Bytes::try_from_bytes(Bytes::copy_from_slice(bad)).unwrap_err();
+            assert_eq!(err.valid_up_to(), std_err.valid_up_to(), "{bad:?}");
+            assert_eq!(err.error_len(), std_err.error_len(), "{bad:?}");
+            assert_eq!(err.into_bytes(), bad);
+        }
+    }
+
+    #[test]
+    fn try_from_bytes_and_vec_validate_without_copying() {
+        let v = b"vec text".to_vec();
+        let ptr = v.as_ptr();
+        let t = Utf8Bytes::try_from(v).unwrap();
+        assert_eq!((t.as_str(), t.as_ptr()), ("vec text", ptr));
+        let b = Bytes::from_static(b"static");
+        assert_eq!(Utf8Bytes::try_from(b).unwrap(), "static");
+        let err = Utf8Bytes::try_from(vec![b'a', 0x80]).unwrap_err();
+        assert_eq!((err.valid_up_to(), err.error_len()), (1, Some(1)));
+        let err = Utf8Bytes::try_from(Bytes::from_static(b"\x80")).unwrap_err();
+        assert_eq!(err.into_bytes(), &b"\x80"[..]);
     }
 }

@@ -1,10 +1,10 @@
 //! rustls configurations for `wss://` (feature `rustls`), for every IO layer: the client
-//! side (`tokio::connect_tls` with feature `tokio-rustls`, `blocking::connect_tls` with
-//! feature `blocking`) and the server side (`tokio::accept_tls`).
+//! side ([`tokio::connect_tls`] with feature `tokio-rustls`, [`blocking::connect_tls`] with
+//! feature `blocking`) and the server side ([`tokio::accept_tls`]).
 //!
 //! The crypto provider (ring) is chosen when each rustls configuration is built, so no
 //! process-wide `CryptoProvider` has to be installed first. [`default_client_config`]
-//! trusts Mozilla's roots (webpki-roots); `native_roots_client_config` (feature
+//! trusts Mozilla's roots (webpki-roots); [`native_roots_client_config`] (feature
 //! `rustls-native-roots`) trusts the operating system's; build your own configuration
 //! (with [`client_config_with_roots`], or with the re-exported [`rustls`]) for private
 //! roots or client certificates. [`server_config_from_pem`] builds a server's from PEM
@@ -17,6 +17,23 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+#![cfg_attr(
+    feature = "tokio-rustls",
+    doc = "[`tokio::connect_tls`]: crate::tokio::connect_tls"
+)]
+#![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::connect_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_tls.html"))]
+#![cfg_attr(
+    feature = "tokio-rustls",
+    doc = "[`tokio::accept_tls`]: crate::tokio::accept_tls"
+)]
+#![cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[`tokio::accept_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept_tls.html"))]
+#![cfg_attr(
+    feature = "blocking",
+    doc = "[`blocking::connect_tls`]: crate::blocking::connect_tls"
+)]
+#![cfg_attr(not(feature = "blocking"), doc = concat!("[`blocking::connect_tls`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/blocking/fn.connect_tls.html"))]
+#![cfg_attr(not(feature = "rustls-native-roots"), doc = concat!("[`native_roots_client_config`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/fn.native_roots_client_config.html"))]
 
 use std::fmt;
 use std::sync::Arc;
@@ -74,6 +91,59 @@ pub fn native_roots_client_config() -> Result<Arc<rustls::ClientConfig>, TlsConf
         return Err(TlsConfigError::NoRoots);
     }
     build_client_config(roots).map_err(TlsConfigError::Rustls)
+}
+
+/// Explains a failed client TLS handshake: when the server answered the ClientHello with
+/// bytes that are not TLS (rustls sees a corrupt record at once: a plain `ws://` or HTTP
+/// server answering with `HTTP/1.1 400`), the error says "server did not answer TLS"
+/// instead of rustls's bare "received corrupt message". Other errors pass unchanged.
+#[cfg_attr(
+    not(any(feature = "tokio-rustls", feature = "blocking")),
+    allow(dead_code)
+)]
+pub(crate) fn explain_handshake_error(e: std::io::Error) -> std::io::Error {
+    let is_not_tls = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| matches!(r, rustls::Error::InvalidMessage(_)));
+    if !is_not_tls {
+        return e;
+    }
+    let kind = e.kind();
+    match e
+        .into_inner()
+        .map(|inner| inner.downcast::<rustls::Error>())
+    {
+        Some(Ok(rustls_error)) => std::io::Error::new(kind, NotTls(*rustls_error)),
+        // Checked above; unreachable, and harmless.
+        Some(Err(inner)) => std::io::Error::new(kind, inner),
+        None => std::io::Error::from(kind),
+    }
+}
+
+/// A `wss://` server that did not answer in TLS.
+#[derive(Debug)]
+#[cfg_attr(
+    not(any(feature = "tokio-rustls", feature = "blocking")),
+    allow(dead_code)
+)]
+struct NotTls(rustls::Error);
+
+impl fmt::Display for NotTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "server did not answer TLS (is it a plain ws:// or HTTP server? use a ws:// URL \
+             for it): {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NotTls {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
 }
 
 /// Why a TLS configuration could not be built.

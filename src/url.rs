@@ -22,11 +22,12 @@ pub struct WsUrl {
 pub enum UrlError {
     /// Neither `ws://` nor `wss://`.
     UnsupportedScheme,
-    /// A `wss://` URL given to a client that does not open TLS: use `connect_tls` (feature
-    /// `tokio-rustls` on tokio, `rustls` for the blocking client), or open your own TLS
+    /// A `wss://` URL in a build without TLS: enable feature `tokio-rustls` (tokio) or
+    /// `rustls` (blocking), with which `connect` takes `wss://` URLs, or open your own TLS
     /// stream and run the client handshake over it.
     TlsUnavailable,
-    /// A `ws://` URL given to a TLS client (`connect_tls`): it needs `wss://`.
+    /// A `ws://` URL given to a TLS client (`connect_tls`): it needs `wss://`; `connect`
+    /// takes both.
     NotSecure,
     /// The host is missing or malformed.
     BadHost,
@@ -45,10 +46,13 @@ impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             UrlError::UnsupportedScheme => "unsupported URL scheme (expected ws:// or wss://)",
-            UrlError::NotSecure => "a TLS client needs a wss:// URL",
+            UrlError::NotSecure => {
+                "connect_tls needs a wss:// URL (connect takes ws:// and wss://)"
+            }
             UrlError::TlsUnavailable => {
-                "wss:// needs TLS: use connect_tls (feature `tokio-rustls` on tokio, `rustls` \
-                 for the blocking client), or run the client handshake over your own TLS stream"
+                "wss:// needs TLS, which this build of rapidws lacks: enable its feature \
+                 `tokio-rustls` (tokio) or `rustls` (blocking), or run the client handshake \
+                 over your own TLS stream"
             }
             UrlError::BadHost => "missing or malformed host in URL",
             UrlError::BadPort => "invalid port in URL",

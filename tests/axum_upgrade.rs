@@ -157,3 +157,71 @@ async fn unsupported_websocket_version_is_rejected_with_426_naming_13() {
     let addr = axum_server(PLAIN).await;
     assert_version_8_is_refused_with_426(addr).await;
 }
+
+/// A route whose builder calls `.config(..)` last, after the finer setters, reads the
+/// request through `http` types and adds a response header.
+async fn configured_route(ws: WebSocketUpgrade) -> impl IntoResponse {
+    let limit: usize = ws
+        .uri()
+        .query()
+        .and_then(|q| q.strip_prefix("limit="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000);
+    let user = ws.headers().get("x-user").cloned();
+    let mut response = ws
+        .max_message_size(limit)
+        .deflate(Some(DeflateConfig::default()))
+        .protocols(["chat"])
+        .config(rapidws::tokio::ServerConfig::default().with_max_connections(10))
+        .on_upgrade(echo);
+    if let Some(user) = user {
+        response.headers_mut().insert("x-hello", user);
+    }
+    response
+}
+
+async fn configured_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = Router::new().route("/ws", get(configured_route));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test]
+async fn config_after_the_finer_setters_keeps_them() {
+    let addr = configured_server().await;
+    let config = client(true)
+        .with_subprotocols(["chat"])
+        .with_header("X-User", "ada");
+    let (mut ws, response) = bounded(rapidws::tokio::connect_with_response(
+        &format!("ws://{addr}/ws"),
+        &config,
+    ))
+    .await
+    .unwrap();
+    // .deflate() and .protocols() survived the later .config(..).
+    assert!(response.is_deflate());
+    assert_eq!(response.subprotocol(), Some("chat"));
+    // The route read the request header and answered with its own.
+    assert_eq!(response.header("x-hello"), Some(&b"ada"[..]));
+    // .max_message_size(1000) survived too: 1001 bytes are refused with 1009.
+    bounded(ws.send(Message::Binary(pattern(1001).into())))
+        .await
+        .unwrap();
+    match bounded(ws.recv()).await.unwrap() {
+        Some(Message::Close(Some(frame))) => assert_eq!(frame.code, 1009),
+        other => panic!("expected a 1009 close, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn max_message_size_zero_means_the_default_not_refuse_everything() {
+    let addr = configured_server().await;
+    let url = format!("ws://{addr}/ws?limit=0");
+    let mut ws = bounded(connect(&url, &client(false))).await.unwrap();
+    let big = Message::Binary(pattern(100_000).into());
+    bounded(ws.send(big.clone())).await.unwrap();
+    assert_eq!(bounded(ws.recv()).await.unwrap(), Some(big));
+    bounded(ws.close(1000, "")).await.unwrap();
+}

@@ -327,9 +327,13 @@ fn a_request_announcing_a_body_is_refused_with_400() {
 #[test]
 fn malformed_http_is_refused_with_400() {
     let config = ServerConfig::default();
+    // A TLS ClientHello (a wss:// client on a plain port) is refused at its first byte,
+    // with an error that says so.
+    let hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n";
+    assert_eq!(parse(&config, hello), Err(ServerError::TlsOnPlainPort));
+    assert_eq!(refusal_status(&config, hello), 400);
     for bytes in [
-        &b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"[..],
-        b"GET / HTTP/1.1\r\nHost localhost\r\n\r\n",
+        &b"GET / HTTP/1.1\r\nHost localhost\r\n\r\n"[..],
         b"GET / HTTP/1.1\r\nHo st: localhost\r\n\r\n",
         b"GET / HTTP/1.1\nHost: a\n\nUpgrade: websocket\r\n\r\n",
     ] {

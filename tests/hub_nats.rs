@@ -30,7 +30,10 @@ async fn three_nodes_through_nats_deliver_every_publication_once_in_order() {
     three_nodes_exactly_once(move || nats_hub(url.clone(), false)).await;
 }
 
-async fn take(ws: &mut rapidws::tokio::WebSocket<tokio::net::TcpStream>, n: usize) -> Vec<String> {
+async fn take(
+    ws: &mut rapidws::tokio::WebSocket<rapidws::tokio::MaybeTlsStream<tokio::net::TcpStream>>,
+    n: usize,
+) -> Vec<String> {
     let mut out = Vec::new();
     while out.len() < n {
         match tokio::time::timeout(LIMIT, ws.recv())

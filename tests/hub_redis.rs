@@ -36,7 +36,10 @@ async fn three_nodes_through_redis_deliver_every_publication_once_in_order() {
 }
 
 /// Receives `n` publications; returns their texts.
-async fn take(ws: &mut rapidws::tokio::WebSocket<tokio::net::TcpStream>, n: usize) -> Vec<String> {
+async fn take(
+    ws: &mut rapidws::tokio::WebSocket<rapidws::tokio::MaybeTlsStream<tokio::net::TcpStream>>,
+    n: usize,
+) -> Vec<String> {
     let mut out = Vec::new();
     while out.len() < n {
         match tokio::time::timeout(LIMIT, ws.recv())

@@ -59,8 +59,14 @@ async fn handle(
         *response.status_mut() = StatusCode::NOT_FOUND;
         return Ok(response);
     }
+    // The request is hyper's own: read it through `http` types before upgrading.
+    let user = request.headers().get("x-user").cloned();
     match rapidws::hyper::upgrade(&mut request, &config) {
-        Ok((response, websocket)) => {
+        Ok((mut response, websocket)) => {
+            // And the 101 response is the service's own to add headers to.
+            if let Some(user) = user {
+                response.headers_mut().insert("x-hello", user);
+            }
             let _ = seen.send(websocket.deflate().copied());
             tokio::spawn(async move {
                 let Ok(mut ws) = websocket.await else { return };
@@ -178,4 +184,20 @@ async fn refused_origin_gets_403() {
     let request = upgrade_request("/ws", "13", "Origin: https://evil.example\r\n");
     let (response, _stream) = exchange(addr, request.as_bytes()).await;
     assert_eq!(response.status, 403);
+}
+
+#[tokio::test]
+async fn the_service_reads_the_request_and_adds_response_headers() {
+    let (addr, mut seen) = hyper_server(deflate_server()).await;
+    let config = client(true).with_header("X-User", "grace");
+    let (mut ws, response) = bounded(rapidws::tokio::connect_with_response(
+        &format!("ws://{addr}/ws"),
+        &config,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(response.header("x-hello"), Some(&b"grace"[..]));
+    assert!(response.is_deflate());
+    assert!(seen.recv().await.unwrap().is_some());
+    bounded(ws.close(1000, "")).await.unwrap();
 }

@@ -806,3 +806,34 @@ mod blocking_client {
         assert!(start.elapsed() < Duration::from_secs(3));
     }
 }
+
+#[tokio::test]
+async fn the_reconnecting_client_goes_through_the_proxy_every_time() {
+    use rapidws::tokio::Reconnect;
+    let echo = echo_server().await;
+    let (proxy, seen) = connect_proxy(None).await;
+    let config = ClientConfig::default()
+        .with_proxy(Proxy::http(&format!("http://127.0.0.1:{proxy}")).unwrap());
+    let mut feed = Reconnect::new(&format!("ws://localhost:{echo}/feed"), config)
+        .unwrap()
+        .with_backoff(rapidws::tokio::Backoff::new(
+            Duration::from_millis(1),
+            Duration::from_millis(10),
+        ));
+    for i in 0..2 {
+        let mut ws = tokio::time::timeout(LIMIT, feed.next())
+            .await
+            .unwrap()
+            .unwrap();
+        ws.send(Message::text(format!("hop {i}"))).await.unwrap();
+        assert_eq!(
+            ws.recv().await.unwrap(),
+            Some(Message::text(format!("hop {i}")))
+        );
+        ws.close(1000, "").await.unwrap();
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [format!("localhost:{echo}"), format!("localhost:{echo}")]
+    );
+}

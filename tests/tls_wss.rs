@@ -284,3 +284,213 @@ async fn native_roots_do_not_trust_a_self_signed_certificate() {
         .unwrap_err();
     assert!(err.to_string().contains("certificate"), "{err}");
 }
+
+#[tokio::test]
+async fn connect_takes_wss_urls_with_the_tls_config_set_on_the_client_config() {
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 2).await;
+    let tls = client_config_with_roots(roots_of(&cert)).unwrap();
+    let config = ClientConfig::default().with_tls(tls);
+    let url = format!("wss://localhost:{port}/one");
+    let connect = rapidws::tokio::connect(&url, &config);
+    let mut ws = tokio::time::timeout(Duration::from_secs(10), connect)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(ws.get_ref().is_tls());
+    let session = ws.get_ref().tls().expect("a TLS session");
+    assert_eq!(session.alpn_protocol(), None);
+    ws.send(Message::text("one stream type")).await.unwrap();
+    assert_eq!(
+        ws.recv().await.unwrap(),
+        Some(Message::text("one stream type"))
+    );
+    ws.close(1000, "").await.unwrap();
+
+    // The same configuration serves a ws:// URL: the same type, plain.
+    let plain = tokio_support_plain_echo().await;
+    let mut ws = rapidws::tokio::connect(&format!("ws://{plain}/"), &config)
+        .await
+        .unwrap();
+    assert!(!ws.get_ref().is_tls());
+    ws.send(Message::text("plain")).await.unwrap();
+    assert_eq!(ws.recv().await.unwrap(), Some(Message::text("plain")));
+    ws.close(1000, "").await.unwrap();
+}
+
+/// A plain ws:// echo server for any number of connections; returns its address.
+async fn tokio_support_plain_echo() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(rapidws::tokio::serve(
+        listener,
+        ServerConfig::default(),
+        |mut ws| async move {
+            while let Ok(Some(msg)) = ws.recv().await {
+                if msg.is_data() && ws.send(msg).await.is_err() {
+                    break;
+                }
+            }
+        },
+    ));
+    addr
+}
+
+/// Asserts that `err` is the explained "not TLS" failure, not the handshake timeout.
+fn assert_not_tls(err: &Error) {
+    assert!(matches!(err, Error::Io(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("server did not answer TLS"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_wss_client_against_a_plain_ws_server_fails_at_once_saying_so() {
+    // Our own plain server refuses the ClientHello at its first byte with a 400, which
+    // rustls reads as a corrupt record: the client fails without waiting out its 10 s
+    // handshake timeout (a wait would end in Error::Timeout, which this rules out).
+    let addr = tokio_support_plain_echo().await;
+    let url = format!("wss://localhost:{}/", addr.port());
+    let config = ClientConfig::default();
+    assert_eq!(config.handshake_timeout, Some(Duration::from_secs(10)));
+    let err = tokio::time::timeout(
+        Duration::from_secs(9),
+        rapidws::tokio::connect(&url, &config),
+    )
+    .await
+    .expect("the client waited for its handshake timeout")
+    .unwrap_err();
+    assert_not_tls(&err);
+    let err = connect_bounded(&url, None).await.unwrap_err();
+    assert_not_tls(&err);
+}
+
+#[tokio::test]
+async fn a_wss_client_against_a_plain_http_server_fails_at_once_saying_so() {
+    // Any HTTP server answers a request it cannot parse with a 400.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 512];
+        let _ = tcp.read(&mut buf).await;
+        let _ = tcp
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            .await;
+        tokio::time::sleep(Duration::from_secs(20)).await;
+    });
+    let url = format!("wss://localhost:{port}/");
+    let err = tokio::time::timeout(
+        Duration::from_secs(9),
+        rapidws::tokio::connect(&url, &ClientConfig::default()),
+    )
+    .await
+    .expect("the client waited for its handshake timeout")
+    .unwrap_err();
+    assert_not_tls(&err);
+}
+
+#[cfg(feature = "blocking")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_connect_takes_wss_and_fails_at_once_on_a_plain_server() {
+    use rapidws::blocking;
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 1).await;
+    let plain = tokio_support_plain_echo().await;
+    let tls = client_config_with_roots(roots_of(&cert)).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let config = blocking::ClientConfig::default()
+            .with_read_timeout(Some(Duration::from_secs(10)))
+            .with_tls(tls);
+        let mut ws = blocking::connect(&format!("wss://localhost:{port}/"), &config).unwrap();
+        assert!(ws.get_ref().is_tls());
+        ws.send_text("blocking, one call").unwrap();
+        assert_eq!(
+            ws.read().unwrap(),
+            Some(blocking::Message::text("blocking, one call"))
+        );
+        ws.close(1000, "").unwrap();
+
+        let url = format!("wss://localhost:{}/", plain.port());
+        let err = blocking::connect(&url, &config).unwrap_err();
+        assert!(!err.is_would_block(), "{err:?}");
+        assert_not_tls(&err);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn accept_tls_with_adds_response_headers_and_refuses_with_a_status() {
+    use rapidws::tokio::{Reject, accept_tls_with, connect_with_response};
+    let (cert, key) = pem_certificate();
+    let acceptor = TlsAcceptor::from(
+        rapidws::tls::server_config_from_pem(cert.as_bytes(), key.as_bytes()).unwrap(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        for _ in 0..2 {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let result = accept_tls_with(&acceptor, tcp, &ServerConfig::default(), |req| {
+                if req.path() != "/room" {
+                    return Err(Reject::new(404, "no such room"));
+                }
+                Ok(vec![("Set-Cookie", "seat=7"), ("X-Room", "lobby")])
+            })
+            .await;
+            if let Ok(mut ws) = result {
+                while let Ok(Some(_)) = ws.recv().await {}
+            }
+        }
+    });
+    let config =
+        ClientConfig::default().with_tls(client_config_with_roots(roots_of(&cert)).unwrap());
+    let (mut ws, response) =
+        connect_with_response(&format!("wss://localhost:{port}/room"), &config)
+            .await
+            .unwrap();
+    assert_eq!(response.status, 101);
+    assert_eq!(response.header("set-cookie"), Some(&b"seat=7"[..]));
+    assert_eq!(response.header("x-room"), Some(&b"lobby"[..]));
+    assert!(!response.is_deflate());
+    ws.close(1000, "").await.unwrap();
+    let err = rapidws::tokio::connect(&format!("wss://localhost:{port}/elsewhere"), &config)
+        .await
+        .unwrap_err();
+    match err {
+        Error::ClientHandshake(rapidws::handshake::ClientError::Status(r)) => {
+            assert_eq!(r.status, 404)
+        }
+        other => panic!("expected the 404, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_reconnecting_client_takes_wss_urls() {
+    use rapidws::tokio::{Backoff, Reconnect};
+    let (cert, key) = pem_certificate();
+    let port = helper_echo_server(&cert, &key, 2).await;
+    let tls = client_config_with_roots(roots_of(&cert)).unwrap();
+    let mut feed = Reconnect::new(
+        &format!("wss://localhost:{port}/"),
+        ClientConfig::default().with_tls(tls),
+    )
+    .unwrap()
+    .with_backoff(Backoff::new(
+        Duration::from_millis(1),
+        Duration::from_millis(10),
+    ))
+    .on_connect(async |ws| ws.send_text("hello again").await);
+    for _ in 0..2 {
+        let mut ws = tokio::time::timeout(Duration::from_secs(10), feed.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(ws.get_ref().is_tls());
+        assert_eq!(ws.recv().await.unwrap(), Some(Message::text("hello again")));
+        ws.close(1000, "").await.unwrap();
+    }
+}

@@ -5,7 +5,7 @@ mod tokio_support;
 
 use std::time::{Duration, Instant};
 
-use rapidws::tokio::{Error, Message, Timeout, WebSocket, accept, connect};
+use rapidws::tokio::{Error, MaybeTlsStream, Message, Timeout, WebSocket, accept, connect};
 use tokio::net::TcpStream;
 use tokio_support::*;
 
@@ -177,7 +177,9 @@ async fn close_handshake_gives_up_when_the_peer_never_answers() {
 }
 
 /// A client to `addr` with a 300 ms close timeout.
-async fn connect_with_close_timeout(addr: std::net::SocketAddr) -> WebSocket<TcpStream> {
+async fn connect_with_close_timeout(
+    addr: std::net::SocketAddr,
+) -> WebSocket<MaybeTlsStream<TcpStream>> {
     let c = big_config().with_close_timeout(Duration::from_millis(300));
     bounded(connect(
         &format!("ws://{addr}/"),
@@ -188,7 +190,10 @@ async fn connect_with_close_timeout(addr: std::net::SocketAddr) -> WebSocket<Tcp
 }
 
 /// Closing `ws` ends with the close timeout, well within 3 s.
-async fn close_times_out(ws: &mut WebSocket<TcpStream>) {
+async fn close_times_out<S>(ws: &mut WebSocket<S>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let start = Instant::now();
     let r = bounded(ws.close(1000, "")).await;
     assert!(matches!(r, Err(Error::Timeout(Timeout::Close))), "{r:?}");

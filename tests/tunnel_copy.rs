@@ -19,7 +19,10 @@ fn checksum(data: &[u8]) -> u64 {
 }
 
 /// Writes `data` in uneven pieces, shuts down, and reads the other direction to its end.
-async fn pump(tunnel: Tunnel<tokio::net::TcpStream>, data: Vec<u8>) -> Vec<u8> {
+async fn pump<S>(tunnel: Tunnel<S>, data: Vec<u8>) -> Vec<u8>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (mut rd, mut wr) = tokio::io::split(tunnel);
     let writer = async move {
         for piece in data.chunks(100_003) {

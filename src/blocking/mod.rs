@@ -5,7 +5,8 @@
 //!
 //! The files mirror the tokio layer's: `client.rs` (connect and the client handshake),
 //! `server.rs` (the server handshake), `net.rs` (TCP), `proxy.rs` (the proxy tunnel),
-//! `tls.rs` (`wss://`, feature `rustls`) and `ws.rs` (the [`WebSocket`]).
+//! `tls.rs` (`wss://`, feature `rustls`), `stream.rs` (one stream type for `ws://` and
+//! `wss://`) and `ws.rs` (the [`WebSocket`]).
 //!
 //! ```
 //! use std::net::TcpListener;
@@ -52,18 +53,24 @@ mod net;
 #[cfg(feature = "proxy")]
 mod proxy;
 mod server;
+mod stream;
 #[cfg(feature = "rustls")]
 mod tls;
 mod ws;
 
-pub use client::{client_handshake, connect};
+pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
+pub use client::{
+    client_handshake, client_handshake_with_response, connect, connect_with_response,
+    from_handshake,
+};
 pub use server::{accept, accept_with};
+pub use stream::MaybeTlsStream;
 #[cfg(feature = "rustls")]
 pub use tls::{TlsStream, connect_tls};
 pub use ws::WebSocket;
 
-pub use crate::codec::MessageKind;
+pub use crate::codec::{CloseCode, MessageKind};
 pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::{Config, Delivery};
 pub use crate::error::{Error, Timeout};
-pub use crate::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
+pub use crate::message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};

@@ -1,11 +1,9 @@
 //! Server side: the opening handshake over any blocking stream.
 
-use std::time::Instant;
-
 use crate::codec::Role;
 use crate::config::ServerConfig;
 use crate::error::Error;
-use crate::handshake::{Request, ServerHandshake};
+use crate::handshake::{Reject, Request, ResponseHeaders, ServerHandshake};
 
 use super::net::{HANDSHAKE_READ, Transport, read_some};
 use super::ws::WebSocket;
@@ -17,17 +15,20 @@ pub fn accept<S: Transport>(stream: S, config: &ServerConfig) -> Result<WebSocke
     accept_with(stream, config, |_| Ok(()))
 }
 
-/// [`accept`], letting `check` inspect the request first (path, headers, origin) and
-/// refuse it with an HTTP status and body; the refusal is sent and [`Error::Rejected`]
-/// returned.
-pub fn accept_with<S, F>(
+/// [`accept`], letting `check` inspect the request first (path, headers, origin,
+/// offered subprotocols), as the tokio layer's `accept_with` does: it refuses with an
+/// HTTP status ([`Reject`]), which is sent before [`Error::Rejected`] is returned, or it
+/// accepts, returning `()` or header fields to add to the 101 response
+/// ([`ResponseHeaders`]).
+pub fn accept_with<S, F, H>(
     mut stream: S,
     config: &ServerConfig,
     check: F,
 ) -> Result<WebSocket<S>, Error>
 where
     S: Transport,
-    F: FnOnce(&Request) -> Result<(), (u16, String)>,
+    F: FnOnce(&Request) -> Result<H, Reject>,
+    H: ResponseHeaders,
 {
     let mut hs = ServerHandshake::new(&config.handshake);
     let mut buf = [0u8; HANDSHAKE_READ];
@@ -43,12 +44,19 @@ where
             }
         }
     };
-    if let Err((status, body)) = check(&request) {
-        let _ = stream.write_all(&request.reject(status, &[], &body));
-        let _ = stream.flush();
-        return Err(Error::Rejected(status));
-    }
-    let accepted = match request.accept(&config.handshake) {
+    let fields = match check(&request) {
+        Ok(headers) => headers.into_fields(),
+        Err(reject) => {
+            let _ = stream.write_all(&request.reject(reject.status, &[], &reject.body));
+            let _ = stream.flush();
+            return Err(Error::Rejected(reject.status));
+        }
+    };
+    let fields: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let accepted = match request.accept_with_headers(&config.handshake, &fields) {
         Ok(a) => a,
         Err(e) => {
             let _ = stream.write_all(&e.response());
@@ -58,14 +66,12 @@ where
     };
     stream.write_all(&accepted.response)?;
     stream.flush()?;
-    Ok(WebSocket::open(
+    let negotiated = accepted.negotiated(&config.handshake);
+    Ok(super::from_handshake(
         stream,
         Role::Server,
         &config.connection,
-        Instant::now(),
-        #[cfg(feature = "deflate")]
-        accepted.deflate.zip(config.handshake.deflate.as_ref()),
+        negotiated,
         &accepted.leftover,
-        accepted.subprotocol,
     ))
 }

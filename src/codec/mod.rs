@@ -118,36 +118,71 @@ pub enum ControlKind {
 }
 
 /// A close status code (RFC 6455 7.4).
+///
+/// Every code in the IANA "WebSocket Close Code Number Registry" (RFC 6455 7.4.1 and
+/// 11.7) has a named constant. Codes 3000-3999 are registered with IANA by libraries and
+/// frameworks, 4000-4999 are for private use between applications (RFC 6455 7.4.2):
+/// `CloseCode(4001)`, or `4001` wherever a close takes `impl Into<CloseCode>`.
+///
+/// Which codes may travel in a close frame is [`is_valid_on_wire`](Self::is_valid_on_wire):
+/// a close frame received with another code fails the connection with a protocol error
+/// (1002), and a `close` with one is refused. [`NO_STATUS`](Self::NO_STATUS),
+/// [`ABNORMAL`](Self::ABNORMAL) and [`TLS`](Self::TLS) are never sent: they name what
+/// happened when no code could be read.
+///
+/// ```
+/// use rapidws::CloseCode;
+///
+/// assert_eq!(CloseCode::NORMAL, 1000);
+/// assert!(CloseCode::GOING_AWAY.is_valid_on_wire());
+/// assert!(!CloseCode::ABNORMAL.is_valid_on_wire());
+/// assert!(CloseCode(4000).is_valid_on_wire());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CloseCode(pub u16);
 
 impl CloseCode {
-    /// 1000: normal closure.
+    /// 1000, Normal Closure: the purpose of the connection has been fulfilled
+    /// (RFC 6455 7.4.1).
     pub const NORMAL: CloseCode = CloseCode(1000);
-    /// 1001: the endpoint is going away.
+    /// 1001, Going Away: the endpoint is going away, a server going down or a browser
+    /// leaving the page (RFC 6455 7.4.1).
     pub const GOING_AWAY: CloseCode = CloseCode(1001);
-    /// 1002: protocol error.
+    /// 1002, Protocol Error: the peer broke the protocol (RFC 6455 7.4.1).
     pub const PROTOCOL: CloseCode = CloseCode(1002);
-    /// 1003: a data type the endpoint cannot accept.
+    /// 1003, Unsupported Data: a data type the endpoint cannot accept, such as binary for
+    /// a text-only endpoint (RFC 6455 7.4.1).
     pub const UNSUPPORTED: CloseCode = CloseCode(1003);
-    /// 1007: data inconsistent with the message type (invalid UTF-8 in text).
+    /// 1005, No Status Rcvd: the close frame carried no code (RFC 6455 7.4.1). Never sent;
+    /// [`CloseFrame`](crate::CloseFrame)s that the peer sent without a code report it.
+    pub const NO_STATUS: CloseCode = CloseCode(1005);
+    /// 1006, Abnormal Closure: the connection ended without a close frame (RFC 6455 7.4.1,
+    /// 7.1.5). Never sent; here such an end is an `UnexpectedEof` IO error.
+    pub const ABNORMAL: CloseCode = CloseCode(1006);
+    /// 1007, Invalid frame payload data: data inconsistent with the message type, such as
+    /// invalid UTF-8 in text (RFC 6455 7.4.1).
     pub const INVALID_DATA: CloseCode = CloseCode(1007);
-    /// 1008: policy violation.
+    /// 1008, Policy Violation: a message broke the endpoint's policy, when no other code
+    /// fits (RFC 6455 7.4.1).
     pub const POLICY: CloseCode = CloseCode(1008);
-    /// 1009: message too big.
+    /// 1009, Message Too Big (RFC 6455 7.4.1).
     pub const TOO_BIG: CloseCode = CloseCode(1009);
-    /// 1010: a required extension was not negotiated.
+    /// 1010, Mandatory Ext.: the client expected an extension the server did not agree to
+    /// (RFC 6455 7.4.1).
     pub const EXTENSION: CloseCode = CloseCode(1010);
-    /// 1011: internal error.
+    /// 1011, Internal Error: the server met an unexpected condition (RFC 6455 7.4.1).
     pub const INTERNAL: CloseCode = CloseCode(1011);
-
-    /// 1012: the service is restarting (IANA WebSocket Close Code registry).
+    /// 1012, Service Restart: the service is restarting; a client may reconnect, after a
+    /// randomized delay (IANA registry).
     pub const SERVICE_RESTART: CloseCode = CloseCode(1012);
-    /// 1013: try again later, the server is overloaded (IANA registry); also what a
-    /// server sends a consumer it sheds for falling behind.
+    /// 1013, Try Again Later: the service is overloaded; a client may reconnect later
+    /// (IANA registry). Also what a server sends a consumer it sheds for falling behind.
     pub const TRY_AGAIN_LATER: CloseCode = CloseCode(1013);
-    /// 1014: a gateway got an invalid response upstream (IANA registry).
+    /// 1014, Bad Gateway: a gateway or proxy got an invalid response from the upstream
+    /// server (IANA registry).
     pub const BAD_GATEWAY: CloseCode = CloseCode(1014);
+    /// 1015, TLS handshake: the TLS handshake failed (RFC 6455 7.4.1). Never sent.
+    pub const TLS: CloseCode = CloseCode(1015);
 
     /// Whether this code may appear in a close frame on the wire (RFC 6455 7.4.1, 7.4.2):
     /// 1000-1003, 1007-1011, 1012-1014 (added to the IANA registry that RFC 6455 11.7
@@ -275,5 +310,42 @@ pub fn parse_close_payload(payload: &[u8]) -> Result<Option<(CloseCode, &str)>, 
                 core::str::from_utf8(&payload[2..]).map_err(|_| ProtocolError::InvalidUtf8)?;
             Ok(Some((code, reason)))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_close_code_has_its_number_and_wire_rule() {
+        // The IANA WebSocket Close Code Number Registry, 1000-1015, and whether a close
+        // frame may carry each code here.
+        let registry = [
+            (CloseCode::NORMAL, 1000, true),
+            (CloseCode::GOING_AWAY, 1001, true),
+            (CloseCode::PROTOCOL, 1002, true),
+            (CloseCode::UNSUPPORTED, 1003, true),
+            (CloseCode::NO_STATUS, 1005, false),
+            (CloseCode::ABNORMAL, 1006, false),
+            (CloseCode::INVALID_DATA, 1007, true),
+            (CloseCode::POLICY, 1008, true),
+            (CloseCode::TOO_BIG, 1009, true),
+            (CloseCode::EXTENSION, 1010, true),
+            (CloseCode::INTERNAL, 1011, true),
+            (CloseCode::SERVICE_RESTART, 1012, true),
+            (CloseCode::TRY_AGAIN_LATER, 1013, true),
+            (CloseCode::BAD_GATEWAY, 1014, true),
+            (CloseCode::TLS, 1015, false),
+        ];
+        for (code, number, on_wire) in registry {
+            assert_eq!(code, number);
+            assert_eq!(code.is_valid_on_wire(), on_wire, "{code}");
+            let payload = number.to_be_bytes();
+            assert_eq!(parse_close_payload(&payload).is_ok(), on_wire, "{code}");
+        }
+        assert!(!CloseCode(1004).is_valid_on_wire());
+        assert!(CloseCode(3000).is_valid_on_wire() && CloseCode(4999).is_valid_on_wire());
+        assert!(!CloseCode(2999).is_valid_on_wire() && !CloseCode(5000).is_valid_on_wire());
     }
 }

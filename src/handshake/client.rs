@@ -250,12 +250,15 @@ impl ErrorResponse {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Upgraded {
+    /// The response's status: 101 Switching Protocols (200 for an HTTP/2 extended
+    /// CONNECT, RFC 8441 5).
+    pub status: u16,
     /// The subprotocol the server selected, if any.
     pub subprotocol: Option<String>,
     /// The agreed permessage-deflate parameters, if the server accepted the offer.
     #[cfg(feature = "deflate")]
     pub deflate: Option<DeflateParams>,
-    /// The 101 response's header fields, in order.
+    /// The response's header fields, in order.
     pub headers: Vec<(String, Vec<u8>)>,
     /// Bytes that arrived after the response head: the first frames, for the codec.
     pub leftover: Vec<u8>,
@@ -265,6 +268,100 @@ impl Upgraded {
     /// The value of the first response header named `name` (ASCII case-insensitive).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         find_header(&self.headers, name)
+    }
+
+    /// What this handshake agreed, with this end's deflate settings from `config` (the
+    /// configuration the handshake ran with), for `tokio::from_handshake`.
+    pub fn negotiated(&self, config: &ClientConfig) -> super::Negotiated {
+        let _ = config;
+        super::Negotiated {
+            subprotocol: self.subprotocol.clone(),
+            #[cfg(feature = "deflate")]
+            deflate: self.deflate.zip(config.deflate.clone()),
+        }
+    }
+
+    /// Splits off what the application keeps (the [`Response`]) from the bytes the codec
+    /// takes ([`leftover`](Self::leftover)).
+    pub fn into_response(self) -> (Response, Vec<u8>) {
+        let response = Response {
+            status: self.status,
+            headers: self.headers,
+            subprotocol: self.subprotocol,
+            #[cfg(feature = "deflate")]
+            deflate: self.deflate,
+        };
+        (response, self.leftover)
+    }
+}
+
+/// The server's answer that opened a client connection: its status and header fields
+/// (cookies, a server's own headers), and what they agreed, as the IO layers' clients
+/// return it (`tokio::connect_with_response`, `blocking::connect_with_response`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Response {
+    /// 101 Switching Protocols (200 for an HTTP/2 extended CONNECT).
+    pub status: u16,
+    /// The response's header fields, in order, as received.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The subprotocol the server selected, if any.
+    pub subprotocol: Option<String>,
+    /// The agreed permessage-deflate parameters; `None` when the server declined the offer
+    /// (or none was made), and messages then travel uncompressed.
+    #[cfg(feature = "deflate")]
+    pub deflate: Option<DeflateParams>,
+}
+
+impl Response {
+    /// The value of the first header named `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        find_header(&self.headers, name)
+    }
+
+    /// Every value of the headers named `name` (ASCII case-insensitive), in order: for
+    /// repeated fields such as `Set-Cookie`.
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// The subprotocol the server selected, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.subprotocol.as_deref()
+    }
+
+    /// Whether permessage-deflate was agreed (never without feature `deflate`).
+    pub fn is_deflate(&self) -> bool {
+        #[cfg(feature = "deflate")]
+        let agreed = self.deflate.is_some();
+        #[cfg(not(feature = "deflate"))]
+        let agreed = false;
+        agreed
+    }
+}
+
+/// The response as an `http` type (features `hyper` or `axum`), headers that are not
+/// valid `http` names or values left out.
+#[cfg(feature = "hyper")]
+impl From<Response> for ::http::Response<()> {
+    fn from(r: Response) -> Self {
+        let mut response = ::http::Response::new(());
+        if let Ok(status) = ::http::StatusCode::from_u16(r.status) {
+            *response.status_mut() = status;
+        }
+        let headers = response.headers_mut();
+        for (name, value) in r.headers {
+            if let (Ok(name), Ok(value)) = (
+                ::http::HeaderName::from_bytes(name.as_bytes()),
+                ::http::HeaderValue::from_bytes(&value),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        response
     }
 }
 
@@ -435,6 +532,7 @@ impl ClientHandshake {
         #[cfg_attr(not(feature = "deflate"), allow(unused_variables))]
         let (subprotocol, deflate) = self.agreed.check(values)?;
         Ok(Upgraded {
+            status: 101,
             subprotocol,
             #[cfg(feature = "deflate")]
             deflate,
@@ -617,6 +715,7 @@ impl Http2ClientHandshake {
         #[cfg_attr(not(feature = "deflate"), allow(unused_variables))]
         let (subprotocol, deflate) = self.agreed.check(values)?;
         Ok(Upgraded {
+            status,
             subprotocol,
             #[cfg(feature = "deflate")]
             deflate,

@@ -28,15 +28,93 @@ mod server;
 
 pub use client::{
     ClientConfig, ClientError, ClientHandshake, ClientRequest, ErrorResponse, Http2ClientHandshake,
-    Upgraded,
+    Response, Upgraded,
 };
 pub use server::{
-    Accepted, Agreement, OriginCheck, Request, ServerConfig, ServerError, ServerHandshake,
-    is_valid_key,
+    Accepted, Agreement, OriginCheck, Reject, Request, ResponseHeaders, ServerConfig, ServerError,
+    ServerHandshake, is_valid_key,
 };
 
 use base64::Engine as _;
 use sha1::{Digest as _, Sha1};
+
+/// What an opening handshake agreed, for opening a connection over a handshake that ran
+/// elsewhere (your own HTTP server or proxy): the subprotocol, and the permessage-deflate
+/// parameters with this end's deflate settings. The tokio layer opens one with
+/// `tokio::from_handshake`, the blocking layer with `blocking::from_handshake`.
+///
+/// From this crate's own handshake, [`Upgraded::negotiated`] and
+/// [`Accepted::negotiated`] give it.
+#[derive(Clone, Debug, Default)]
+pub struct Negotiated {
+    pub(crate) subprotocol: Option<String>,
+    #[cfg(feature = "deflate")]
+    pub(crate) deflate: Option<(crate::deflate::DeflateParams, crate::deflate::DeflateConfig)>,
+}
+
+impl Negotiated {
+    /// Nothing agreed: no subprotocol, no extension.
+    pub fn new() -> Self {
+        Negotiated::default()
+    }
+
+    /// The subprotocol the handshake selected.
+    pub fn with_subprotocol(mut self, protocol: impl Into<String>) -> Self {
+        self.subprotocol = Some(protocol.into());
+        self
+    }
+
+    /// permessage-deflate with the agreed `params` (as the `Sec-WebSocket-Extensions`
+    /// response said) and this end's `settings` (compression level, thresholds, limits).
+    #[cfg(feature = "deflate")]
+    pub fn with_deflate(
+        mut self,
+        params: crate::deflate::DeflateParams,
+        settings: crate::deflate::DeflateConfig,
+    ) -> Self {
+        self.deflate = Some((params, settings));
+        self
+    }
+
+    /// The subprotocol, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.subprotocol.as_deref()
+    }
+
+    /// The agreed permessage-deflate parameters, if any.
+    #[cfg(feature = "deflate")]
+    pub fn deflate(&self) -> Option<&crate::deflate::DeflateParams> {
+        self.deflate.as_ref().map(|(params, _)| params)
+    }
+
+    /// Whether permessage-deflate was agreed (never without feature `deflate`).
+    pub fn is_deflate(&self) -> bool {
+        #[cfg(feature = "deflate")]
+        let agreed = self.deflate.is_some();
+        #[cfg(not(feature = "deflate"))]
+        let agreed = false;
+        agreed
+    }
+
+    /// The core connection for `role` with these agreements.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn open(
+        &self,
+        role: crate::codec::Role,
+        config: std::sync::Arc<crate::connection::Config>,
+        now: std::time::Instant,
+    ) -> crate::connection::Connection {
+        crate::connection::Connection::open(
+            role,
+            config,
+            now,
+            #[cfg(feature = "deflate")]
+            self.deflate
+                .as_ref()
+                .map(|(params, settings)| (*params, settings)),
+        )
+    }
+}
 
 /// Default limit on the size of a request or response head: 16 KiB.
 pub const DEFAULT_MAX_HEAD_SIZE: usize = 16 * 1024;

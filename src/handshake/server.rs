@@ -133,6 +133,10 @@ pub enum ServerError {
     /// `sec-websocket-version` of an HTTP/2 request is missing or not 13 (400, with
     /// `Sec-WebSocket-Version: 13`; HTTP/2 has no `Upgrade`, so no 426).
     Http2Version,
+    /// The client opened with a TLS handshake record (a `wss://` client on a plain `ws://`
+    /// port), refused at its first byte (400): the client's TLS library then reports
+    /// the plain-text answer at once instead of waiting out its handshake timeout.
+    TlsOnPlainPort,
 }
 
 impl ServerError {
@@ -152,7 +156,8 @@ impl ServerError {
             | ServerError::Upgrade
             | ServerError::Connection
             | ServerError::Key
-            | ServerError::Http2Version => 400,
+            | ServerError::Http2Version
+            | ServerError::TlsOnPlainPort => 400,
         }
     }
 
@@ -201,6 +206,9 @@ impl fmt::Display for ServerError {
             }
             ServerError::ConnectProtocol => "the extended CONNECT's :protocol is not websocket",
             ServerError::Http2Version => "unsupported sec-websocket-version, 13 is required",
+            ServerError::TlsOnPlainPort => {
+                "a TLS handshake on a plain ws:// port: connect with ws://, or serve wss://"
+            }
         })
     }
 }
@@ -289,6 +297,11 @@ impl ServerHandshake {
     /// (after the leftover), not to this parser, which has been emptied and would read them
     /// as a new request.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Option<Request>, ServerError> {
+        // RFC 8446 5.1: a TLS connection opens with a handshake record, content type 22
+        // (0x16), which no HTTP request line starts with (RFC 9112 3: a method is a token).
+        if self.head.len() == 0 && bytes.first() == Some(&0x16) {
+            return Err(ServerError::TlsOnPlainPort);
+        }
         match self.head.push(bytes) {
             Fill::Partial => Ok(None),
             Fill::TooLarge => Err(ServerError::RequestTooLarge),
@@ -811,6 +824,48 @@ impl Request {
     }
 }
 
+/// An application's refusal of an upgrade request (after routing or authentication).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reject {
+    /// The HTTP status to answer with, 300..=599 (anything else becomes 500).
+    pub status: u16,
+    /// A plain-text body.
+    pub body: String,
+}
+
+impl Reject {
+    /// A refusal with `status` and `body`.
+    pub fn new(status: u16, body: impl Into<String>) -> Self {
+        Reject {
+            status,
+            body: body.into(),
+        }
+    }
+}
+
+/// What an accept hook (`tokio::accept_with`, `blocking::accept_with`) adds to the `101 Switching Protocols` response
+/// when it accepts: `()` for nothing, or header fields (`Set-Cookie`, say) as a `Vec` of
+/// name and value pairs. Fields the handshake writes itself (`Upgrade`, `Connection`,
+/// `Sec-WebSocket-*`) and invalid names or values are refused with a 500.
+pub trait ResponseHeaders {
+    /// The fields, in order.
+    fn into_fields(self) -> Vec<(String, String)>;
+}
+
+impl ResponseHeaders for () {
+    fn into_fields(self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+impl<N: Into<String>, V: Into<String>> ResponseHeaders for Vec<(N, V)> {
+    fn into_fields(self) -> Vec<(String, String)> {
+        self.into_iter()
+            .map(|(n, v)| (n.into(), v.into()))
+            .collect()
+    }
+}
+
 /// What accepting a request decided ([`Request::agreement`]), before it is written out:
 /// the response's status and fields, and what the connection runs with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -890,6 +945,19 @@ pub struct Accepted {
     pub deflate: Option<DeflateParams>,
     /// Bytes that arrived after the request head: the first frames, for the codec.
     pub leftover: Vec<u8>,
+}
+
+impl Accepted {
+    /// What this handshake agreed, with this end's deflate settings from `config` (the
+    /// configuration it was accepted with), for `tokio::from_handshake`.
+    pub fn negotiated(&self, config: &ServerConfig) -> super::Negotiated {
+        let _ = config;
+        super::Negotiated {
+            subprotocol: self.subprotocol.clone(),
+            #[cfg(feature = "deflate")]
+            deflate: self.deflate.zip(config.deflate.clone()),
+        }
+    }
 }
 
 /// Checks `key` the way [`Request`] does; for callers with their own HTTP parser.

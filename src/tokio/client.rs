@@ -1,37 +1,91 @@
-//! Client side: URL, DNS, TCP connect and the opening handshake.
+//! Client side: URL, DNS, TCP connect, TLS for `wss://`, and the opening handshake.
 
+use std::future::Future;
 use std::io;
-use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::codec::Role;
 use crate::config::ClientConfig;
-use crate::connection::Connection;
 use crate::error::{Error, Timeout};
-use crate::handshake::ClientHandshake;
-use crate::url::{UrlError, WsUrl};
+use crate::handshake::{ClientHandshake, Response};
+#[cfg(not(feature = "tokio-rustls"))]
+use crate::url::UrlError;
+use crate::url::WsUrl;
 
 use super::net::connect_tcp;
+use super::stream::MaybeTlsStream;
 use super::ws::WebSocket;
 
-/// Connects to a `ws://host[:port]/path` URL: resolves the host, connects over TCP (within
-/// [`ClientConfig::connect_timeout`], trying each address), sets `TCP_NODELAY`, and runs
-/// the opening handshake (within the handshake timeout), offering the configured
-/// subprotocols and permessage-deflate. With feature `proxy`, the connection goes
-/// through the proxy its configuration names for the host, if any.
+/// Connects to a `ws://` or `wss://` URL: resolves the host, connects over TCP (within
+/// [`ClientConfig::connect_timeout`], trying each address), sets `TCP_NODELAY`, for
+/// `wss://` runs TLS (feature `tokio-rustls`, with `ClientConfig::tls` or the default
+/// roots; the certificate is checked against the URL's host), and runs the opening
+/// handshake (TLS and handshake within the handshake timeout), offering the configured
+/// subprotocols and permessage-deflate. With feature `proxy`, the connection goes through
+/// the proxy its configuration names for the host, if any.
 ///
 /// A server's refusal comes back as [`Error::ClientHandshake`] holding
-/// [`ClientError::Status`](crate::handshake::ClientError::Status) with the response.
-/// For `wss://`, connect your own TLS stream and call [`client_handshake`].
-pub async fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<TcpStream>, Error> {
+/// [`ClientError::Status`](crate::handshake::ClientError::Status) with the response. A
+/// `wss://` URL in a build without feature `tokio-rustls` is
+/// [`UrlError::TlsUnavailable`](crate::url::UrlError::TlsUnavailable), which says what to
+/// enable. [`connect_with_response`] also returns the server's response.
+pub async fn connect(
+    url: &str,
+    config: &ClientConfig,
+) -> Result<WebSocket<MaybeTlsStream<TcpStream>>, Error> {
+    connect_with_response(url, config).await.map(|(ws, _)| ws)
+}
+
+/// [`connect`], returning the server's `101 Switching Protocols` response too: its
+/// headers (cookies, the server's own fields) and what was agreed (the subprotocol, the
+/// permessage-deflate parameters: [`Response::is_deflate`]).
+pub async fn connect_with_response(
+    url: &str,
+    config: &ClientConfig,
+) -> Result<(WebSocket<MaybeTlsStream<TcpStream>>, Response), Error> {
     let url = WsUrl::parse(url)?;
+    connect_url(&url, config).await
+}
+
+/// Connects to a parsed URL, either scheme.
+pub(crate) async fn connect_url(
+    url: &WsUrl,
+    config: &ClientConfig,
+) -> Result<(WebSocket<MaybeTlsStream<TcpStream>>, Response), Error> {
     if url.secure {
+        #[cfg(feature = "tokio-rustls")]
+        {
+            let (tls, name) = super::tls::prepare(url, config, None)?;
+            let tcp = open_stream(&url.host, url.port, true, config).await?;
+            return within(config.handshake_timeout, async {
+                let stream = super::tls::tls_handshake(tls, name, tcp).await?;
+                handshake(
+                    MaybeTlsStream::Rustls(Box::new(stream)),
+                    &url.host_header(),
+                    &url.resource,
+                    config,
+                )
+                .await
+            })
+            .await;
+        }
+        #[cfg(not(feature = "tokio-rustls"))]
         return Err(Error::Url(UrlError::TlsUnavailable));
     }
-    let stream = open_stream(&url.host, url.port, false, config).await?;
-    client_handshake(stream, &url.host_header(), &url.resource, config).await
+    let tcp = open_stream(&url.host, url.port, false, config).await?;
+    within(
+        config.handshake_timeout,
+        handshake(
+            MaybeTlsStream::Plain(tcp),
+            &url.host_header(),
+            &url.resource,
+            config,
+        ),
+    )
+    .await
 }
 
 /// Opens the byte stream to `host:port` for a client: directly, or through the proxy the
@@ -67,8 +121,9 @@ pub(crate) async fn open_stream(
     connect_tcp(host, port, config.connect_timeout, config.nodelay).await
 }
 
-/// Runs the client side of the opening handshake on an already connected `stream`, for
-/// `host` (the `Host` header) and `path` (with query), within the handshake timeout.
+/// Runs the client side of the opening handshake on an already connected `stream` (TLS
+/// you opened yourself, a Unix socket, ...), for `host` (the `Host` header) and `path`
+/// (with query), within the handshake timeout.
 pub async fn client_handshake<S>(
     stream: S,
     host: &str,
@@ -78,21 +133,49 @@ pub async fn client_handshake<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let handshake = handshake(stream, host, path, config);
-    match config.handshake_timeout {
-        Some(t) => tokio::time::timeout(t, handshake)
+    client_handshake_with_response(stream, host, path, config)
+        .await
+        .map(|(ws, _)| ws)
+}
+
+/// [`client_handshake`], returning the server's response too (see
+/// [`connect_with_response`]).
+pub async fn client_handshake_with_response<S>(
+    stream: S,
+    host: &str,
+    path: &str,
+    config: &ClientConfig,
+) -> Result<(WebSocket<S>, Response), Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    within(
+        config.handshake_timeout,
+        handshake(stream, host, path, config),
+    )
+    .await
+}
+
+/// Runs `work` within `limit` (no limit: `None`); past it, the handshake timed out.
+pub(crate) async fn within<T>(
+    limit: Option<Duration>,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match limit {
+        Some(t) => tokio::time::timeout(t, work)
             .await
             .map_err(|_| Error::Timeout(Timeout::Handshake))?,
-        None => handshake.await,
+        None => work.await,
     }
 }
 
-async fn handshake<S>(
+/// The client handshake itself, without a deadline (the callers set one).
+pub(crate) async fn handshake<S>(
     mut stream: S,
     host: &str,
     path: &str,
     config: &ClientConfig,
-) -> Result<WebSocket<S>, Error>
+) -> Result<(WebSocket<S>, Response), Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -114,24 +197,22 @@ where
         }
     };
     drop(buf);
-    let conn = Connection::open(
-        Role::Client,
-        Arc::new(config.connection.clone()),
-        super::engine::now(),
-        #[cfg(feature = "deflate")]
-        upgraded.deflate.zip(config.handshake.deflate.as_ref()),
-    );
+    let negotiated = upgraded.negotiated(&config.handshake);
+    let (response, leftover) = upgraded.into_response();
     #[cfg(feature = "tracing")]
     tracing::debug!(
         target: "rapidws::tokio",
         role = "client",
-        subprotocol = upgraded.subprotocol.as_deref(),
+        subprotocol = response.subprotocol(),
+        deflate = response.is_deflate(),
         "websocket open"
     );
-    Ok(WebSocket::from_connection(
+    let ws = super::server::from_handshake(
         stream,
-        conn,
-        &upgraded.leftover,
-        upgraded.subprotocol,
-    ))
+        Role::Client,
+        &config.connection,
+        negotiated,
+        &leftover,
+    );
+    Ok((ws, response))
 }

@@ -1,5 +1,6 @@
 //! The tokio IO layer: WebSocket connections over any `AsyncRead + AsyncWrite`, a client
-//! ([`connect`]) and a server ([`accept`], [`serve`]).
+//! ([`connect`], for `ws://` and `wss://`; [`Reconnect`] to come back after every loss)
+//! and a server ([`accept`], [`serve`]).
 //!
 //! ```
 //! use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
@@ -48,7 +49,9 @@ mod engine;
 mod net;
 #[cfg(feature = "proxy")]
 mod proxy;
+mod reconnect;
 mod server;
+mod stream;
 #[cfg(feature = "tokio-rustls")]
 mod tls;
 mod ws;
@@ -56,20 +59,28 @@ mod ws;
 pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::Config;
 pub use crate::error::{Error, Timeout, TrySendError};
-pub use crate::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
+pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
+pub use crate::message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};
 #[cfg(feature = "proxy")]
 pub use crate::proxy::{
     DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy,
 };
 pub use crate::url::{UrlError, WsUrl};
-pub use client::{client_handshake, connect};
+pub use client::{
+    client_handshake, client_handshake_with_response, connect, connect_with_response,
+};
 pub(crate) use net::Acceptor;
+pub use reconnect::{Backoff, Failure, NoHook, Reconnect, ReconnectingWebSocket};
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
-pub use server::{Reject, accept, accept_with, serve};
+pub use server::{accept, accept_with, from_handshake, serve};
+pub use stream::MaybeTlsStream;
 #[cfg(feature = "tokio-rustls")]
-pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream, accept_tls, connect_tls};
+pub use tls::{
+    ServerTlsStream, TlsAcceptor, TlsStream, accept_tls, accept_tls_with, connect_tls,
+    connect_tls_with_response,
+};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
 
-pub use crate::codec::MessageKind;
+pub use crate::codec::{CloseCode, MessageKind};
 pub use crate::connection::Delivery;

@@ -9,33 +9,12 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::codec::Role;
 use crate::config::ServerConfig;
-use crate::connection::{Config, Connection};
-#[cfg(feature = "deflate")]
-use crate::deflate::{DeflateConfig, DeflateParams};
-use crate::error::{Error, Timeout};
-use crate::handshake::{Request, ServerHandshake};
+use crate::connection::Config;
+use crate::error::Error;
+use crate::handshake::{Negotiated, Reject, Request, ResponseHeaders, ServerHandshake};
 
 use super::net::Acceptor;
 use super::ws::WebSocket;
-
-/// An application's refusal of an upgrade request (after routing or authentication).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reject {
-    /// The HTTP status to answer with, 300..=599 (anything else becomes 500).
-    pub status: u16,
-    /// A plain-text body.
-    pub body: String,
-}
-
-impl Reject {
-    /// A refusal with `status` and `body`.
-    pub fn new(status: u16, body: impl Into<String>) -> Self {
-        Reject {
-            status,
-            body: body.into(),
-        }
-    }
-}
 
 /// Runs the server side of the opening handshake on `stream` within the configured
 /// handshake timeout, accepting every valid request.
@@ -49,23 +28,41 @@ where
     accept_with(stream, config, |_| Ok(())).await
 }
 
-/// [`accept`], letting `check` inspect the request (path, headers, origin) first and
-/// refuse it with an HTTP status; the refusal is sent and [`Error::Rejected`] returned.
-pub async fn accept_with<S, F>(
+/// [`accept`], letting `check` inspect the request (path, headers, origin, offered
+/// subprotocols) first. It refuses with an HTTP status ([`Reject`]): the refusal is sent
+/// and [`Error::Rejected`] returned; or it accepts, returning `()` or header fields to add
+/// to the 101 response ([`ResponseHeaders`]).
+///
+/// ```no_run
+/// use rapidws::tokio::{Reject, ServerConfig, accept_with};
+///
+/// # async fn run(stream: tokio::net::TcpStream) -> Result<(), rapidws::Error> {
+/// let ws = accept_with(stream, &ServerConfig::default(), |request| {
+///     if request.header("authorization") != Some(&b"Bearer t0ken"[..]) {
+///         return Err(Reject::new(401, "who are you?"));
+///     }
+///     Ok(vec![("Set-Cookie", "session=42")])
+/// })
+/// .await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn accept_with<S, F, H>(
     stream: S,
     config: &ServerConfig,
     check: F,
 ) -> Result<WebSocket<S>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
-    F: FnOnce(&Request) -> Result<(), Reject>,
+    F: FnOnce(&Request) -> Result<H, Reject>,
+    H: ResponseHeaders,
 {
     accept_shared(stream, config, check, None).await
 }
 
 /// [`accept_with`], the connection's settings shared with others when given (an accept
 /// loop's connections all run with the same).
-async fn accept_shared<S, F>(
+async fn accept_shared<S, F, H>(
     stream: S,
     config: &ServerConfig,
     check: F,
@@ -73,18 +70,18 @@ async fn accept_shared<S, F>(
 ) -> Result<WebSocket<S>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
-    F: FnOnce(&Request) -> Result<(), Reject>,
+    F: FnOnce(&Request) -> Result<H, Reject>,
+    H: ResponseHeaders,
 {
-    let handshake = handshake(stream, config, check, shared);
-    match config.handshake_timeout {
-        Some(t) => tokio::time::timeout(t, handshake)
-            .await
-            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
-        None => handshake.await,
-    }
+    super::client::within(
+        config.handshake_timeout,
+        handshake(stream, config, check, shared),
+    )
+    .await
 }
 
-async fn handshake<S, F>(
+/// The server handshake itself, without a deadline (the callers set one).
+pub(crate) async fn handshake<S, F, H>(
     mut stream: S,
     config: &ServerConfig,
     check: F,
@@ -92,7 +89,8 @@ async fn handshake<S, F>(
 ) -> Result<WebSocket<S>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
-    F: FnOnce(&Request) -> Result<(), Reject>,
+    F: FnOnce(&Request) -> Result<H, Reject>,
+    H: ResponseHeaders,
 {
     let mut hs = ServerHandshake::new(&config.handshake);
     let mut buf = vec![0u8; 2048];
@@ -111,15 +109,22 @@ where
         }
     };
     drop(buf);
-    if let Err(reject) = check(&request) {
-        refuse(
-            &mut stream,
-            &request.reject(reject.status, &[], &reject.body),
-        )
-        .await;
-        return Err(Error::Rejected(reject.status));
-    }
-    let accepted = match request.accept(&config.handshake) {
+    let fields = match check(&request) {
+        Ok(headers) => headers.into_fields(),
+        Err(reject) => {
+            refuse(
+                &mut stream,
+                &request.reject(reject.status, &[], &reject.body),
+            )
+            .await;
+            return Err(Error::Rejected(reject.status));
+        }
+    };
+    let fields: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let accepted = match request.accept_with_headers(&config.handshake, &fields) {
         Ok(a) => a,
         Err(e) => {
             refuse(&mut stream, &e.response()).await;
@@ -128,44 +133,91 @@ where
     };
     stream.write_all(&accepted.response).await?;
     stream.flush().await?;
-    Ok(open_server(
-        stream,
-        shared.map_or_else(|| Arc::new(config.connection.clone()), Arc::clone),
-        #[cfg(feature = "deflate")]
-        accepted.deflate.zip(config.handshake.deflate.as_ref()),
-        &accepted.leftover,
-        accepted.subprotocol,
-    ))
-}
-
-/// The server end of a connection whose handshake was accepted (by [`accept`] or by an
-/// HTTP server such as hyper): the core connection with the agreed permessage-deflate
-/// parameters and the server's deflate settings, wrapped for tokio.
-pub(crate) fn open_server<S>(
-    stream: S,
-    connection: Arc<Config>,
-    #[cfg(feature = "deflate")] deflate: Option<(DeflateParams, &DeflateConfig)>,
-    leftover: &[u8],
-    subprotocol: Option<String>,
-) -> WebSocket<S>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let conn = Connection::open(
-        Role::Server,
-        connection,
-        super::engine::now(),
-        #[cfg(feature = "deflate")]
-        deflate,
-    );
+    let negotiated = accepted.negotiated(&config.handshake);
     #[cfg(feature = "tracing")]
     tracing::debug!(
         target: "rapidws::tokio",
         role = "server",
-        subprotocol = subprotocol.as_deref(),
+        subprotocol = negotiated.subprotocol(),
+        deflate = negotiated.is_deflate(),
         "websocket open"
     );
-    WebSocket::from_connection(stream, conn, leftover, subprotocol)
+    let settings = shared.map_or_else(|| Arc::new(config.connection.clone()), Arc::clone);
+    Ok(open_with(
+        stream,
+        Role::Server,
+        settings,
+        negotiated,
+        &accepted.leftover,
+    ))
+}
+
+/// Opens a connection over `io` whose opening handshake ran elsewhere (your own HTTP
+/// server or client, a proxy): `role` is this end's, `config` the connection's settings,
+/// `negotiated` what the handshake agreed (subprotocol, permessage-deflate parameters with
+/// this end's deflate settings), `leftover` the bytes read after the handshake head (the
+/// first frames), if any.
+///
+/// [`WebSocket::from_raw`] is the same with nothing negotiated.
+///
+/// ```
+/// use rapidws::handshake::Negotiated;
+/// use rapidws::tokio::{Config, from_handshake};
+/// use rapidws::Role;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let (ours, _theirs) = tokio::io::duplex(4096);
+/// let negotiated = Negotiated::new().with_subprotocol("chat.v2");
+/// let ws = from_handshake(ours, Role::Server, &Config::default(), negotiated, &[]);
+/// assert_eq!(ws.subprotocol(), Some("chat.v2"));
+/// # }
+/// ```
+pub fn from_handshake<S>(
+    io: S,
+    role: Role,
+    config: &Config,
+    negotiated: Negotiated,
+    leftover: &[u8],
+) -> WebSocket<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    open_with(io, role, Arc::new(config.clone()), negotiated, leftover)
+}
+
+/// [`from_handshake`] with settings that may be shared with other connections.
+pub(crate) fn open_with<S>(
+    io: S,
+    role: Role,
+    config: Arc<Config>,
+    negotiated: Negotiated,
+    leftover: &[u8],
+) -> WebSocket<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let conn = negotiated.open(role, config, super::engine::now());
+    WebSocket::from_connection(io, conn, leftover, negotiated.subprotocol)
+}
+
+/// The server end of a connection whose handshake was accepted by an HTTP server such as
+/// hyper: the core connection with the agreed permessage-deflate parameters and the
+/// server's deflate settings, wrapped for tokio.
+#[cfg(feature = "hyper")]
+pub(crate) fn open_server<S>(stream: S, connection: &Config, negotiated: Negotiated) -> WebSocket<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "rapidws::tokio",
+        role = "server",
+        subprotocol = negotiated.subprotocol(),
+        deflate = negotiated.is_deflate(),
+        "websocket open"
+    );
+    from_handshake(stream, Role::Server, connection, negotiated, &[])
 }
 
 /// Sends a refusal and closes; the peer may be gone already, which changes nothing.

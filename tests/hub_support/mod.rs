@@ -409,7 +409,7 @@ pub async fn subscriber(
     addr: SocketAddr,
     topic: &str,
     deflate: bool,
-) -> rapidws::tokio::WebSocket<tokio::net::TcpStream> {
+) -> rapidws::tokio::WebSocket<rapidws::tokio::MaybeTlsStream<tokio::net::TcpStream>> {
     let mut ws = tokio::time::timeout(
         LIMIT,
         connect(&format!("ws://{addr}/{topic}"), &client_config(deflate)),
@@ -426,7 +426,7 @@ pub async fn subscriber(
 
 /// Receives until `want` publications arrived (or `stop` says so), recording them.
 pub async fn collect(
-    ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>,
+    ws: rapidws::tokio::WebSocket<rapidws::tokio::MaybeTlsStream<tokio::net::TcpStream>>,
     want: usize,
     done: Arc<AtomicUsize>,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -436,7 +436,7 @@ pub async fn collect(
 
 /// [`collect`]; with `linger`, stays connected after `want` arrived until `stop`.
 pub async fn collect_then(
-    mut ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>,
+    mut ws: rapidws::tokio::WebSocket<rapidws::tokio::MaybeTlsStream<tokio::net::TcpStream>>,
     want: usize,
     done: Arc<AtomicUsize>,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -503,7 +503,7 @@ pub async fn recovering_subscriber(
 ) -> (
     Vec<String>,
     String,
-    rapidws::tokio::WebSocket<tokio::net::TcpStream>,
+    rapidws::tokio::WebSocket<rapidws::tokio::MaybeTlsStream<tokio::net::TcpStream>>,
 ) {
     let url = format!("ws://{addr}/{topic}?since={}@{}", since.offset, since.epoch);
     let mut ws = tokio::time::timeout(LIMIT, connect(&url, &client_config(false)))

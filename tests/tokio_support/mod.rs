@@ -73,7 +73,10 @@ pub fn pattern(n: usize) -> Vec<u8> {
 }
 
 /// Receives until a data message arrives (skipping pings and pongs).
-pub async fn recv_data(ws: &mut WebSocket<TcpStream>) -> Message {
+pub async fn recv_data<S>(ws: &mut WebSocket<S>) -> Message
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     loop {
         match bounded(ws.recv())
             .await
