@@ -28,6 +28,11 @@ use rapidws_fuzz::{Filler, LenForm, Reader, header, mask};
 const BUDGET: usize = 4 << 20;
 /// Largest payload one op may generate.
 const MAX_PAYLOAD: usize = (1 << 20) + (1 << 16);
+/// Largest payload one op may generate, and most payload bytes per input, that zlib-rs
+/// compresses: past a few windows its code paths repeat, and its lazy matching on megabytes
+/// takes seconds here (zlib-rs is fuzzed on its own).
+const MAX_ZLIB_PAYLOAD: usize = 128 << 10;
+const ZLIB_BUDGET: usize = 512 << 10;
 /// Most ops run per input.
 const MAX_OPS: usize = 256;
 
@@ -158,24 +163,32 @@ fn drain(side: &mut Side) {
     panic!("poll_event did not settle");
 }
 
+/// Most reads one pump makes: a megabyte read a byte at a time would take seconds and show
+/// nothing a few thousand reads do not.
+const MAX_READS: usize = 4096;
+
 /// Moves what `from` has queued into `to`: the first `split` bytes through `handle_bytes`,
-/// the rest in reads of `chunk` bytes through `reserve_recv`, as an IO layer reads.
+/// the rest in reads of `chunk` bytes (more when that would take over `MAX_READS` reads)
+/// through `reserve_recv`, as an IO layer reads.
 fn pump(from: &mut Side, to: &mut Side, now: Instant, split: usize, chunk: usize) {
     let mut wire = Vec::new();
     from.conn.write_pending(&mut wire);
     let split = split.min(wire.len());
     to.conn.handle_bytes(now, &wire[..split]);
     drain(to);
-    for piece in wire[split..].chunks(chunk.max(1)) {
+    let rest = &wire[split..];
+    let chunk = chunk.max(rest.len().div_ceil(MAX_READS)).max(1);
+    for piece in rest.chunks(chunk) {
         to.conn.reserve_recv(piece.len()).extend_from_slice(piece);
         to.conn.handle_received(now);
         drain(to);
     }
 }
 
-/// A payload of `len` bytes (within the budget) from a fill spec; text made UTF-8.
-fn payload(r: &mut Reader<'_>, text: bool, budget: &mut usize) -> Vec<u8> {
-    let len = r.length().min(MAX_PAYLOAD).min(*budget);
+/// A payload of at most `max` bytes (and within the budget) from a fill spec; text made
+/// UTF-8.
+fn payload(r: &mut Reader<'_>, text: bool, max: usize, budget: &mut usize) -> Vec<u8> {
+    let len = r.length().min(max).min(*budget);
     let mut out = Vec::new();
     Filler::new().fill(r, len, true, &mut out);
     if text {
@@ -303,6 +316,11 @@ fuzz_target!(|data: &[u8]| {
             .set_deflate(PerMessageDeflate::new(Role::Server, params, &settings));
     }
     let mut budget = BUDGET;
+    // What zlib-rs compresses is kept shorter: everything when the connection's level is not
+    // our own 1, and prepared messages at their default level.
+    let deflate_on = flags & 0x10 != 0;
+    let zlib_level = deflate_on && LEVELS[usize::from(level & 7)] != 1;
+    let mut zlib_budget = ZLIB_BUDGET;
     for _ in 0..MAX_OPS {
         if r.is_empty() {
             break;
@@ -327,8 +345,10 @@ fuzz_target!(|data: &[u8]| {
                     } else {
                         raw.to_vec()
                     }
+                } else if zlib_level || (deflate_on && op >> 6 == 2) {
+                    payload(&mut r, variant, MAX_ZLIB_PAYLOAD, &mut zlib_budget)
                 } else {
-                    payload(&mut r, variant, &mut budget)
+                    payload(&mut r, variant, MAX_PAYLOAD, &mut budget)
                 };
                 send(
                     side,
@@ -355,8 +375,10 @@ fuzz_target!(|data: &[u8]| {
                 let data = if op & 0x0f == 3 {
                     let n = usize::from(r.u8());
                     r.take(n).to_vec()
+                } else if zlib_level {
+                    payload(&mut r, text, MAX_ZLIB_PAYLOAD, &mut zlib_budget)
                 } else {
-                    payload(&mut r, text, &mut budget)
+                    payload(&mut r, text, MAX_PAYLOAD, &mut budget)
                 };
                 fragment(side, peer, data, variant);
             }

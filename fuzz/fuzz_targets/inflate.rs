@@ -28,6 +28,11 @@ use rapidws_fuzz::{Filler, Reader};
 const BUDGET: usize = 2 << 20;
 /// Largest message one record may describe.
 const MAX_MESSAGE: usize = (1 << 20) + 4096;
+/// Largest message, and most bytes per input, that zlib-rs's levels compress: past a few
+/// windows its code paths repeat, and its lazy matching on megabytes takes seconds here
+/// (zlib-rs is fuzzed on its own).
+const MAX_ZLIB_MESSAGE: usize = 128 << 10;
+const ZLIB_BUDGET: usize = 256 << 10;
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Reader::new(data);
@@ -49,9 +54,14 @@ fuzz_target!(|data: &[u8]| {
         .mem_level(1 + (level >> 4) % 9)
         .skip_if_not_smaller(mode & 0x40 != 0)
         .predict_incompressible(mode & 0x80 != 0);
+    let sizes = if config.level == 1 {
+        (MAX_MESSAGE, BUDGET)
+    } else {
+        (MAX_ZLIB_MESSAGE, ZLIB_BUDGET)
+    };
     match mode & 3 {
-        1 => round_trip(params, &config, r, limit),
-        2 => corrupted(params, &config, r, limit),
+        1 => round_trip(params, &config, r, limit, sizes),
+        2 => corrupted(params, &config, r, limit, sizes),
         _ => inflate_frames(params, &config, r, limit),
     }
 });
@@ -89,10 +99,11 @@ fn inflate_frames(params: DeflateParams, config: &DeflateConfig, mut r: Reader<'
     }
 }
 
-/// A message from `flags | length | fill spec`, within what is left of `budget`.
-fn message(r: &mut Reader<'_>, budget: &mut usize) -> (u8, Vec<u8>) {
+/// A message from `flags | length | fill spec`, of at most `max` bytes and within what is
+/// left of `budget`.
+fn message(r: &mut Reader<'_>, max: usize, budget: &mut usize) -> (u8, Vec<u8>) {
     let flags = r.u8();
-    let len = r.length().min(MAX_MESSAGE).min(*budget);
+    let len = r.length().min(max).min(*budget);
     *budget -= len;
     let mut msg = Vec::new();
     Filler::new().fill(r, len, true, &mut msg);
@@ -156,12 +167,17 @@ fn inflate(
     Ok(())
 }
 
-fn round_trip(params: DeflateParams, config: &DeflateConfig, mut r: Reader<'_>, limit: usize) {
+fn round_trip(
+    params: DeflateParams,
+    config: &DeflateConfig,
+    mut r: Reader<'_>,
+    limit: usize,
+    (max_message, mut budget): (usize, usize),
+) {
     let mut server = PerMessageDeflate::new(Role::Server, params, config);
     let mut client = PerMessageDeflate::new(Role::Client, params, config);
-    let mut budget = BUDGET;
     while !r.is_empty() {
-        let (flags, msg) = message(&mut r, &mut budget);
+        let (flags, msg) = message(&mut r, max_message, &mut budget);
         let Some(frames) = compress(&mut server, flags, &msg) else {
             continue;
         };
@@ -189,12 +205,17 @@ fn round_trip(params: DeflateParams, config: &DeflateConfig, mut r: Reader<'_>, 
     }
 }
 
-fn corrupted(params: DeflateParams, config: &DeflateConfig, mut r: Reader<'_>, limit: usize) {
+fn corrupted(
+    params: DeflateParams,
+    config: &DeflateConfig,
+    mut r: Reader<'_>,
+    limit: usize,
+    (max_message, mut budget): (usize, usize),
+) {
     let mut server = PerMessageDeflate::new(Role::Server, params, config);
     let mut client = PerMessageDeflate::new(Role::Client, params, config);
-    let mut budget = BUDGET;
     while !r.is_empty() {
-        let (flags, msg) = message(&mut r, &mut budget);
+        let (flags, msg) = message(&mut r, max_message, &mut budget);
         let Some(mut frames) = compress(&mut server, flags | 1, &msg) else {
             continue;
         };

@@ -188,7 +188,11 @@ impl Filler {
                 let d = u64::from(r.u8()) + 1;
                 out.extend((0..len).map(|_| {
                     let x = rng.next_u64();
-                    if x.is_multiple_of(d) { (x >> 32) as u8 } else { 0 }
+                    if x.is_multiple_of(d) {
+                        (x >> 32) as u8
+                    } else {
+                        0
+                    }
                 }));
             }
         }
