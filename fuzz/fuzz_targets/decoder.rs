@@ -197,7 +197,9 @@ fn reference(config: &DecoderConfig, wire: &[u8]) -> Verdict {
                     }
                     if payload.len() >= 2 {
                         let code = u16::from_be_bytes([payload[0], payload[1]]);
-                        if !matches!(code, 1000..=1003 | 1007..=1011 | 3000..=4999) {
+                        // RFC 6455 7.4.1 and 7.4.2, with 1012-1014 from the IANA registry
+                        // that RFC 6455 11.7 set up.
+                        if !matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999) {
                             return Invalid("close code");
                         }
                         if std::str::from_utf8(&payload[2..]).is_err() {
