@@ -121,7 +121,7 @@ def decoder_seeds():
             + synth_frame(0x8A, 5, literal(b"hello"), KEY)
             + synth_frame(0x89, 0, b"", KEY))
     for code, reason in [(1000, b""), (1001, b"going away"), (1009, "too big \u00e9".encode()),
-                         (3000, b""), (4999, b"x")]:
+                         (1013, b"try again later"), (3000, b""), (4999, b"x")]:
         decoder(f"close-{code}", server,
                 synth_frame(0x88, 2 + len(reason), literal(close_payload(code, reason)), KEY))
     for code in [1005, 1006, 1015, 999, 5000]:
@@ -349,6 +349,7 @@ def inflate_seeds():
 
 OP_SEND, OP_SEND_FILL, OP_BEGIN, OP_CHUNK, OP_CHUNK_FILL = 0, 1, 2, 3, 4
 OP_PING, OP_CLOSE, OP_PUMP, OP_RAW, OP_RAW_FRAME, OP_ADVANCE, OP_RELEASE = 5, 6, 7, 8, 9, 10, 11
+OP_EOF, OP_SHUTDOWN = 12, 13
 ON_SERVER, V = 0x10, 0x20
 HOW_BYTES, HOW_PREPARED = 0x40, 0x80
 
@@ -396,7 +397,7 @@ def connection_seeds():
          send(b"hello") + pump() + send(b"\x00\x01binary", server=True, text=False) + pump(True)
          + bytes([OP_PING, 4]) + b"ping" + bytes([OP_PING | V | ON_SERVER, 0]) + pumps()
          + close(1000, b"bye") + pumps())
-    for code in [1001, 1009, 3000, 4999, 1005, 1015]:
+    for code in [1001, 1009, 1013, 3000, 4999, 1005, 1015]:
         conn(f"close-{code}", 0, send(b"x") + pump() + close(code, b"reason", server=True) + pumps())
     # A fragmented text message cut inside code points, read in 3-byte pieces.
     conn("fragmented-text-split-code-point", 0,
@@ -449,6 +450,20 @@ def connection_seeds():
     conn("hostile-raw-ping-flood-tight", 0x80,
          bytes([OP_RAW | ON_SERVER]) + struct.pack(">H", 20 * 6)
          + (wire_header(0x89, 0, KEY)) * 20 + pump(True) + pumps())
+    # The teardown: a clean close with the shutdowns and FINs done by hand; the transport
+    # ending in the middle of a message and of a close; a failure that lingers.
+    conn("teardown-clean", 0,
+         send(b"last") + close(1000) + pump() + pump(True)
+         + bytes([OP_SHUTDOWN | ON_SERVER]) + pump(True) + bytes([OP_SHUTDOWN]) + pump())
+    conn("eof-inside-a-message", 0,
+         bytes([OP_BEGIN]) + bytes([OP_CHUNK, 3]) + b"abc" + pump(split=5)
+         + bytes([OP_EOF | ON_SERVER]) + pumps())
+    conn("eof-after-close-sent", 0,
+         send(b"x") + close(1001, b"away") + bytes([OP_EOF]) + pumps())
+    conn("failure-lingers", 0,
+         send(b"ok") + bytes([OP_RAW | ON_SERVER]) + struct.pack(">H", 2) + b"\x83\x80"
+         + bytes([OP_SHUTDOWN | ON_SERVER]) + send_fill(100000, repeat(1)) + pump(chunk=1000)
+         + bytes([OP_ADVANCE, 2]) + pumps())
     # Timers: keepalive pings, the pong timeout, the idle timeout, the close timeout.
     conn("timers", 0x08,
          send(b"a") + pump() + bytes([OP_ADVANCE, 11]) + pumps() + bytes([OP_ADVANCE, 11])

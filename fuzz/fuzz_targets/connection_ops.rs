@@ -1,8 +1,10 @@
 //! Operation sequences against a client and a server wired through memory, with or without
-//! permessage-deflate, plus hostile bytes and frames: never a panic, the close state machine
-//! holds its promises, and every message one side sends arrives whole and in order at the
-//! other, which never fails on it except for a size limit or a timer, until hostile bytes
-//! reach it.
+//! permessage-deflate, plus hostile bytes and frames, early ends of the transport and the
+//! teardown's shutdowns: never a panic; the close state machine and the teardown hold their
+//! promises (one error, latched; no output after the shutdown; both ends done within a few
+//! exchanges once both are closed); and every message one side sends arrives whole and in
+//! order at the other, which never fails on it except for a size limit, a timer or the
+//! transport's end, until hostile bytes reach it.
 //!
 //! Input: `flags | deflate | level | ops`, each op an op byte (low 4 bits the op, bit 4 the
 //! side, bit 5 text or an op's variant) and its arguments. Large payloads are a length
@@ -77,6 +79,13 @@ struct Side {
     carry: Vec<u8>,
     /// The kind and bytes of the fragmented message this end is sending.
     sending: Option<(MessageKind, Vec<u8>)>,
+    /// This end shut its write half down (`handle_shutdown`): the peer reads its FIN once
+    /// it has read the rest.
+    shut: bool,
+    /// The peer's FIN reached this end (`handle_eof`).
+    eof: bool,
+    /// `poll_event` reported an error (it may only once).
+    error_reported: bool,
 }
 
 impl Side {
@@ -88,6 +97,9 @@ impl Side {
             tainted: false,
             carry: Vec::new(),
             sending: None,
+            shut: false,
+            eof: false,
+            error_reported: false,
         }
     }
 }
@@ -111,10 +123,28 @@ fn received(side: &mut Side, kind: MessageKind, data: &[u8]) {
     );
 }
 
+/// What the lifecycle promises at any time.
+fn check_lifecycle(conn: &Connection) {
+    if conn.wants_shutdown() {
+        assert!(conn.is_closed() && !conn.has_pending_output());
+    }
+    if conn.is_done() {
+        assert!(conn.is_closed());
+        assert_eq!(conn.poll_timeout(), None);
+        assert!(!conn.wants_read());
+    }
+    if conn.close_received() {
+        assert!(conn.peer_close().is_some());
+    }
+}
+
 fn drain(side: &mut Side) {
     for _ in 0..100_000 {
         let event = match side.conn.poll_event() {
-            None => return,
+            None => {
+                check_lifecycle(&side.conn);
+                return;
+            }
             Some(Ok(Event::Message(m))) => {
                 // A text message is UTF-8: the core debug-asserts it where it lends the text
                 // (fuzz builds keep debug assertions), and `MessageRef::Text` holds a `str`.
@@ -138,12 +168,17 @@ fn drain(side: &mut Side) {
             Some(Ok(_)) => None,
             Some(Err(e)) => {
                 assert!(side.conn.is_closed(), "an error closes the connection: {e}");
-                // A well-behaved peer makes us fail only on a limit or a timer.
+                assert!(!side.error_reported, "a second error: {e}");
+                side.error_reported = true;
+                assert_eq!(side.conn.failure(), Some(&e), "the latched error");
+                // A well-behaved peer makes us fail only on a limit, a timer, or the end of
+                // the transport before the close handshake.
                 let expected = matches!(
                     e,
                     Error::Protocol(ProtocolError::FrameTooLarge | ProtocolError::MessageTooLarge)
                         | Error::Deflate(DeflateError::TooLarge)
                         | Error::Timeout(_)
+                        | Error::Eof
                 );
                 assert!(
                     side.tainted || expected,
@@ -169,10 +204,14 @@ const MAX_READS: usize = 4096;
 
 /// Moves what `from` has queued into `to`: the first `split` bytes through `handle_bytes`,
 /// the rest in reads of `chunk` bytes (more when that would take over `MAX_READS` reads)
-/// through `reserve_recv`, as an IO layer reads.
+/// through `reserve_recv`, as an IO layer reads; then `from`'s FIN, once it shut its write
+/// half down or is done (its IO layer then drops the transport).
 fn pump(from: &mut Side, to: &mut Side, now: Instant, split: usize, chunk: usize) {
     let mut wire = Vec::new();
     from.conn.write_pending(&mut wire);
+    if from.shut {
+        assert!(wire.is_empty(), "output after the write half was shut down");
+    }
     let split = split.min(wire.len());
     to.conn.handle_bytes(now, &wire[..split]);
     drain(to);
@@ -181,6 +220,11 @@ fn pump(from: &mut Side, to: &mut Side, now: Instant, split: usize, chunk: usize
     for piece in rest.chunks(chunk) {
         to.conn.reserve_recv(piece.len()).extend_from_slice(piece);
         to.conn.handle_received(now);
+        drain(to);
+    }
+    if (from.shut || from.conn.is_done()) && !to.eof {
+        to.eof = true;
+        to.conn.handle_eof(now);
         drain(to);
     }
 }
@@ -467,12 +511,39 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             11 => side.conn.release_idle_memory(),
+            // The transport ends early on this side: what arrived is delivered, then Eof.
+            12 => {
+                if !side.eof {
+                    side.eof = true;
+                    side.conn.handle_eof(now);
+                    drain(side);
+                }
+            }
+            // The IO layer does what the teardown asks: shut the write half down.
+            13 => shutdown(side, now),
             _ => {}
         }
     }
-    // Closing cleanly always finishes within a bounded exchange, unless a side failed.
-    for _ in 0..4 {
+    // Once both ends are closed, carrying out what the core asks (flush, shut down when it
+    // says so, read the peer's FIN) ends both teardowns within a few exchanges: nothing
+    // waits for a timer when the peer is there and answers.
+    for _ in 0..8 {
         pump(&mut client, &mut server, now, usize::MAX, usize::MAX);
         pump(&mut server, &mut client, now, usize::MAX, usize::MAX);
+        shutdown(&mut client, now);
+        shutdown(&mut server, now);
+    }
+    if client.conn.is_closed() && server.conn.is_closed() {
+        assert!(client.conn.is_done(), "client: {:?}", client.conn);
+        assert!(server.conn.is_done(), "server: {:?}", server.conn);
     }
 });
+
+/// Shuts `side`'s write half down if its connection asks for it.
+fn shutdown(side: &mut Side, now: Instant) {
+    if !side.shut && side.conn.wants_shutdown() {
+        side.shut = true;
+        side.conn.handle_shutdown(now);
+        check_lifecycle(&side.conn);
+    }
+}
