@@ -45,9 +45,15 @@ pub const DEFAULT_CONTROL_QUEUE_CAPACITY: usize = 16;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Config {
-    /// Largest frame payload accepted. Default 16 MiB.
+    /// Largest frame payload accepted, refused at the frame's header (1009). A frame of a
+    /// compressed message may be larger by DEFLATE's worst-case expansion
+    /// ([`max_compressed_frame_size`](crate::codec::max_compressed_frame_size): 13.1 %),
+    /// so a peer compressing a whole message into one frame is not refused for it; its
+    /// bytes are inflated as they arrive, never held. Default 16 MiB.
     pub max_frame_size: usize,
-    /// Largest message accepted (inflated size when compressed). Default 16 MiB.
+    /// Largest message accepted, as the application receives it: the sum of its
+    /// fragments, inflated when compressed (1009 past it). This is the limit that bounds
+    /// the memory one message takes. Default 16 MiB.
     pub max_message_size: usize,
     /// How data messages are delivered. Default [`Delivery::Whole`].
     pub delivery: Delivery,
