@@ -57,6 +57,7 @@
 //! # }
 //! ```
 
+mod budget;
 mod config;
 mod lifecycle;
 mod prepared;
@@ -65,6 +66,7 @@ mod send;
 mod timers;
 mod types;
 
+pub use budget::{Budget, DEFAULT_BUDGET};
 pub use config::{
     Config, DEFAULT_CONTROL_QUEUE_CAPACITY, DEFAULT_MAX_READ_AHEAD, DEFAULT_READ_BUFFER_SIZE,
     DEFAULT_SEND_QUEUE_HIGH_WATER, Delivery,
@@ -86,6 +88,7 @@ use crate::deflate::PerMessageDeflate;
 use crate::deque::Deque;
 use crate::message::CloseFrame;
 
+use budget::Charge;
 use lifecycle::Phase;
 use timers::Timers;
 
@@ -178,6 +181,9 @@ pub struct Connection {
     now: Instant,
     /// The timers' state (timers.rs).
     timers: Timers,
+    /// What the message being received holds, charged to the shared budget (given back
+    /// when the connection is dropped, however it ends).
+    charge: Charge,
     /// Boxed: most connections never negotiate it, and its state would otherwise make
     /// every idle connection larger.
     #[cfg(feature = "deflate")]
@@ -258,7 +264,6 @@ impl Connection {
         dc.batch = config.batch_decode;
         Connection {
             role,
-            config,
             decoder: Decoder::new(dc),
             encoder: Encoder::new(role),
             rx: BytesMut::new(),
@@ -282,8 +287,10 @@ impl Connection {
             failure_reported: false,
             now,
             timers: Timers::new(now),
+            charge: Charge::new(config.budget.as_ref()),
             #[cfg(feature = "deflate")]
             deflate: None,
+            config,
         }
     }
 
