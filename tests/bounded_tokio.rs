@@ -338,6 +338,7 @@ async fn client_blocked_in_send_to_a_server_that_never_reads_fails_after_keepali
 /// its limit and is back at zero once the attackers leave.
 async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit: usize) {
     let _serial = SERIAL.lock().await;
+    bounded_support::ensure_descriptors(3 * conns as u64 + 256);
     let base = live_heap();
     reset_peak();
     let budget = Budget::new(limit);
@@ -449,6 +450,7 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
     const CONNS: usize = 2000;
     const INFLATED: usize = MIB;
     let _serial = SERIAL.lock().await;
+    bounded_support::ensure_descriptors(3 * CONNS as u64 + 256);
     let probe_addr = healthy_server().await;
     let budget = Budget::new(64 * MIB);
     let (l, addr) = listener().await;
@@ -746,6 +748,7 @@ async fn trickle(
 
 async fn trickling_clients(conns: usize, idle: Duration) {
     let _serial = SERIAL.lock().await;
+    bounded_support::ensure_descriptors(2 * conns as u64 + 256);
     let config = ServerConfig::default()
         .with_connection(Config::default().with_idle_timeout(Some(idle)))
         .with_deflate(None);

@@ -337,3 +337,26 @@ pub fn within(start: Instant, from: Duration, to: Duration) -> bool {
     let e = start.elapsed();
     e >= from && e <= to
 }
+
+/// Raises this process's soft limit on open descriptors to `n` if it is lower (a fresh
+/// CI machine often starts at 1,024): the many-connection tests hold both ends of each
+/// connection.
+pub fn ensure_descriptors(n: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limits into the struct it is given, a local.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    if lim.rlim_cur >= n {
+        return;
+    }
+    assert!(
+        lim.rlim_max >= n,
+        "this test needs {n} open descriptors; the hard limit is {}",
+        lim.rlim_max
+    );
+    lim.rlim_cur = n;
+    // SAFETY: setrlimit reads the struct it is given, a local.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+}
