@@ -57,6 +57,7 @@ mod tls;
 mod ws;
 
 pub use client::{client_handshake, connect};
+pub use net::Transport;
 pub use server::{accept, accept_with};
 #[cfg(feature = "rustls")]
 pub use tls::{TlsStream, connect_tls};
