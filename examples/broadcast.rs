@@ -6,7 +6,13 @@
 //!   waiting).
 //! - A consumer whose queue is full is dropped, so one slow client never stalls the hub.
 //! - One ticker in the hub pings every client, instead of a keepalive timer per
-//!   connection; a client silent for three intervals times out (idle timeout).
+//!   connection; a client silent for three intervals times out (idle timeout: its pongs
+//!   are progress, a trickle of bytes is not).
+//! - Clients send nothing but pongs and their close here, so what one may send is
+//!   limited to 4 KiB (a peer cannot make a connection hold more).
+//!
+//! This is the library's advice for slow readers in a fan-out (SECURITY.md): never wait
+//! on one peer; queue without waiting, and drop the one whose queue is full.
 //!
 //! ```text
 //! cargo run --release --example broadcast -- 127.0.0.1:9002
@@ -28,6 +34,8 @@ use tokio::sync::{Notify, mpsc};
 
 /// Bytes a client may have queued before it counts as too slow and is dropped.
 const QUEUE_LIMIT: usize = 256 * 1024;
+/// The largest message a client may send (it has nothing to say but pongs).
+const CLIENT_MESSAGE_LIMIT: usize = 4 * 1024;
 /// How often the hub publishes (every millisecond in the demo, to fill a slow queue fast).
 const PUBLISH_EVERY: Duration = Duration::from_millis(20);
 /// Bytes of pseudo-random hex data per published message.
@@ -61,6 +69,8 @@ async fn main() -> std::io::Result<()> {
 
     let connection = Config::default()
         .with_send_queue_high_water(QUEUE_LIMIT)
+        .with_max_message_size(CLIENT_MESSAGE_LIMIT)
+        .with_max_frame_size(CLIENT_MESSAGE_LIMIT)
         // The hub's ticker pings; no timer per connection for that.
         .with_keepalive(None, Duration::from_secs(30))
         .with_idle_timeout(Some(KEEPALIVE_EVERY * 3));

@@ -1,5 +1,11 @@
 //! An echo server written as an event handler, and a client handler that reconnects.
 //!
+//! What a callback sends is written, with backpressure, before the next message is read,
+//! and the connection's timers run meanwhile: a peer that stops reading its echoes is
+//! dropped after the keepalive interval plus the pong timeout (set short here), one that
+//! trickles bytes at the idle timeout. Messages are limited to what a chat line needs
+//! (the library's advice: limits fit the application, SECURITY.md).
+//!
 //! ```text
 //! cargo run --example handler_echo
 //! ```
@@ -7,7 +13,7 @@
 use std::time::Duration;
 
 use rapidws::handler::{Handler, Socket, dial_handler, serve_handler};
-use rapidws::tokio::{ClientConfig, CloseFrame, Error, Message, ServerConfig};
+use rapidws::tokio::{ClientConfig, CloseFrame, Config, Error, Message, ServerConfig};
 
 /// Server side: per-connection state lives in the handler's fields.
 struct Echo {
@@ -52,8 +58,14 @@ impl Handler for Client {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("ws://{}/", listener.local_addr()?);
-    tokio::spawn(serve_handler(listener, ServerConfig::default(), |peer| {
-        Echo { peer, messages: 0 }
+    let connection = Config::default()
+        .with_max_message_size(64 * 1024)
+        .with_keepalive(Some(Duration::from_secs(15)), Duration::from_secs(15))
+        .with_idle_timeout(Some(Duration::from_secs(60)));
+    let config = ServerConfig::default().with_connection(connection);
+    tokio::spawn(serve_handler(listener, config, |peer| Echo {
+        peer,
+        messages: 0,
     }));
     let mut client = Client { left: 3 };
     // A reconnect loop is a loop: `dial_handler` returns when the connection ends.

@@ -40,6 +40,10 @@ pub enum Error {
     Rejected(u16),
     /// A deadline passed: one of the connection's timers, the connect or the handshake.
     Timeout(Timeout),
+    /// A message being received was refused because the memory budget shared with other
+    /// connections ([`Config::budget`](crate::Config::budget)) was exhausted; a close
+    /// frame with 1013 ("try again later") was sent.
+    OverBudget,
     /// The URL given to a client cannot be used.
     Url(UrlError),
     /// The connection is closed (the close handshake finished or the connection failed);
@@ -65,6 +69,7 @@ impl fmt::Display for Error {
             Error::ServerHandshake(e) => write!(f, "handshake refused: {e}"),
             Error::Rejected(status) => write!(f, "upgrade refused with status {status}"),
             Error::Timeout(t) => t.fmt(f),
+            Error::OverBudget => connection::Error::OverBudget.fmt(f),
             Error::Url(e) => e.fmt(f),
             Error::Closed => f.write_str("connection closed"),
             Error::Send(e) => write!(f, "send refused: {e}"),
@@ -87,7 +92,7 @@ impl std::error::Error for Error {
             Error::Send(e) => Some(e),
             #[cfg(feature = "proxy")]
             Error::Proxy(e) => Some(e),
-            Error::Rejected(_) | Error::Timeout(_) | Error::Closed => None,
+            Error::Rejected(_) | Error::Timeout(_) | Error::OverBudget | Error::Closed => None,
         }
     }
 }
@@ -149,6 +154,7 @@ impl From<connection::Error> for Error {
             connection::Error::Deflate(d) => Error::Deflate(d),
             connection::Error::Timeout(t) => Error::Timeout(t),
             connection::Error::Eof => Error::Io(io::ErrorKind::UnexpectedEof.into()),
+            connection::Error::OverBudget => Error::OverBudget,
         }
     }
 }

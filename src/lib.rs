@@ -428,6 +428,6 @@ pub mod guide {
 
 pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
 pub use config::{ClientConfig, ServerConfig};
-pub use connection::{Config, Connection, Delivery, Event, PreparedMessage};
+pub use connection::{Budget, Config, Connection, Delivery, Event, PreparedMessage};
 pub use error::{Error, Timeout, TrySendError};
 pub use message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};

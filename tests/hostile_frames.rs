@@ -398,6 +398,83 @@ mod deflate {
         assert!(peak <= LIMIT + 2 * wire.len() + 256 * 1024, "held {peak}");
     }
 
+    /// `len` bytes that DEFLATE cannot shrink (xorshift), compressed with zlib-rs's
+    /// level 1 (its fixed-Huffman quick strategy), which makes them larger.
+    fn incompressible_compressed(len: usize) -> (Vec<u8>, Vec<u8>) {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let data: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        let config = DeflateConfig::new()
+            .level(1)
+            .min_size(0)
+            .predict_incompressible(false);
+        let mut sender = PerMessageDeflate::new(Role::Client, DeflateParams::default(), &config);
+        let mut out = Vec::new();
+        assert!(sender.compress(&data, &mut out).unwrap());
+        (data, out)
+    }
+
+    #[test]
+    fn compressed_frame_over_the_frame_limit_is_accepted_when_it_inflates_within_the_message_limit()
+    {
+        const LIMIT: usize = 1 << 20;
+        let (data, payload) = incompressible_compressed(LIMIT);
+        // Larger than the frame limit on the wire, within DEFLATE's worst case.
+        assert!(payload.len() > LIMIT, "{} compressed bytes", payload.len());
+        assert!(payload.len() <= rapidws::codec::max_compressed_frame_size(LIMIT));
+        let mut config = Config::default();
+        config.max_message_size = LIMIT;
+        config.max_frame_size = LIMIT;
+        let mut conn = with_deflate(Role::Server, config);
+        conn.handle_bytes(
+            Instant::now(),
+            &raw_frame(0x80 | 0x40 | 0x2, payload.len() as u64, &payload),
+        );
+        assert_eq!(
+            drain(&mut conn),
+            vec![Ok(OwnedEvent::Message {
+                kind: rapidws::codec::MessageKind::Binary,
+                data: data.into(),
+            })]
+        );
+    }
+
+    #[test]
+    fn compressed_frame_past_deflates_worst_case_is_1009_at_the_header() {
+        const LIMIT: usize = 1 << 20;
+        let over = rapidws::codec::max_compressed_frame_size(LIMIT) as u64 + 1;
+        let mut config = Config::default();
+        config.max_frame_size = LIMIT;
+        // A first frame, and a continuation of a compressed message.
+        let mut continued = raw_frame(0x40 | 0x2, 1, &[0]);
+        continued.extend(raw_frame(0x80, over, &[]));
+        for wire in [raw_frame(0x80 | 0x40 | 0x2, over, &[]), continued] {
+            let mut conn = with_deflate(Role::Server, config.clone());
+            conn.handle_bytes(Instant::now(), &wire);
+            assert_eq!(
+                drain(&mut conn),
+                vec![Err(Error::Protocol(ProtocolError::FrameTooLarge))]
+            );
+            assert_eq!(sent_close_code(&mut conn), Some(1009));
+        }
+        // Uncompressed frames keep the plain limit, with deflate agreed too.
+        let mut conn = with_deflate(Role::Server, config);
+        conn.handle_bytes(
+            Instant::now(),
+            &raw_frame(0x80 | 0x2, LIMIT as u64 + 1, &[]),
+        );
+        assert_eq!(
+            drain(&mut conn),
+            vec![Err(Error::Protocol(ProtocolError::FrameTooLarge))]
+        );
+    }
+
     /// Wire bytes of a compressed message are not limited, only what they inflate to: a
     /// message of empty stored blocks (5 bytes each, inflating to nothing) bigger than the
     /// message limit is accepted, and memory stays at one frame.

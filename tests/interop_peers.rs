@@ -11,8 +11,17 @@
 //! wire, so the tests also prove what was negotiated, which messages went compressed
 //! (RSV1) and which close codes crossed.
 //!
+//! Then the limits, through `examples/echo_server` at its defaults (the binary `cargo test
+//! --workspace` builds): each peer sends 16 MiB of incompressible bytes compressed in one
+//! frame (a little over 16 MiB on the wire), which is echoed, and one byte more, which is
+//! refused with 1009 (`tests/interop/py_limits.py`, `node_limits.js`, mode `big`); and,
+//! 20 times each, a message refused while the peer is still sending it, whose close code
+//! (1009, 1002, 1007) the peer must read rather than a reset (mode `refused`).
+//!
 //! The peers are installed by `tests/interop/setup.sh` (`.ci/run install` calls it). Where
-//! they are missing, each test prints a SKIP notice and passes without running.
+//! they are missing, each test prints a SKIP notice and passes without running; so do the
+//! limit tests when the example binary was not built (`cargo test --test interop_peers`
+//! alone does not build examples).
 #![cfg(all(feature = "tokio", feature = "deflate"))]
 
 use std::path::{Path, PathBuf};
@@ -671,6 +680,164 @@ async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &st
         compression,
         if compression { 1 } else { 3 },
     );
+}
+
+// --- limits, through examples/echo_server ----------------------------------------------
+
+/// `examples/echo_server` as `cargo test` built it (next to this test's `deps/`), or `None`
+/// with a SKIP notice.
+fn echo_server_binary(test: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("examples").join("echo_server");
+    if bin.exists() {
+        return Some(bin);
+    }
+    eprintln!(
+        "SKIP {test}: {} is missing; `cargo test --workspace` builds it (or `cargo build \
+         --example echo_server`)",
+        bin.display()
+    );
+    None
+}
+
+/// Starts `examples/echo_server` at its defaults on a free port; returns it and the port.
+async fn start_echo_server(bin: &Path) -> (Child, u16) {
+    // Its stderr (a line per refused connection) is not needed: the peers report.
+    let mut child = Command::new(bin)
+        .args(["--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawning examples/echo_server");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(START_LIMIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            // "echo server listening on ws://127.0.0.1:PORT/ (...)"
+            if let Some(rest) = line.split("ws://127.0.0.1:").nth(1) {
+                return rest.split('/').next().unwrap().parse::<u16>().unwrap();
+            }
+        }
+        panic!("echo_server exited before it listened");
+    })
+    .await
+    .expect("echo_server did not start");
+    // Drain the rest of its output so that it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, port)
+}
+
+/// Runs the peer's `*_limits` script with `args` to its end; panics unless it passed.
+/// Returns its output.
+async fn run_limits(peer: Peer, program: &Path, args: &[&str]) -> String {
+    let script = interop_dir().join(match peer {
+        Peer::Python => "py_limits.py",
+        Peer::Node => "node_limits.js",
+    });
+    let out = Command::new(program)
+        .arg(script)
+        .args(args)
+        .current_dir(interop_dir())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(TEST_LIMIT, out)
+        .await
+        .unwrap_or_else(|_| panic!("the {peer:?} limits script did not finish in time"))
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "PASS"),
+        "the {peer:?} limits script failed ({}):\n--- stdout\n{stdout}--- stderr\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+/// The peer sends 16 MiB of incompressible data compressed in one frame through the
+/// recording proxy to `echo_server`: echoed; then 16 MiB + 1 byte: 1009.
+async fn sixteen_mib_in_one_compressed_frame(peer: Peer, test: &str) {
+    let Some(program) = installed(peer, test) else {
+        return;
+    };
+    let Some(bin) = echo_server_binary(test) else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let (_server, port) = start_echo_server(&bin).await;
+    let proxy = Proxy::start(port).await;
+    let url = format!("ws://127.0.0.1:{}/", proxy.port);
+    run_limits(peer, &program, &[&url, "big"]).await;
+    let wire = proxy.finish().await;
+    let sent = &wire.from_client.messages;
+    eprintln!(
+        "{peer:?} sent (wire bytes, frames): {:?}",
+        sent.iter()
+            .map(|m| (m.wire_len, m.frames))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for (m, inflated) in sent.iter().zip([BIG, BIG + 1]) {
+        assert!(m.compressed && m.frames == 1, "{m:?}");
+        // Larger than the 16 MiB frame limit on the wire, inside its compressed allowance.
+        assert!(
+            m.wire_len > BIG as u64
+                && m.wire_len <= rapidws::codec::max_compressed_frame_size(BIG) as u64,
+            "{inflated} bytes went as {} wire bytes",
+            m.wire_len
+        );
+    }
+    assert_eq!(wire.from_server.messages.len(), 1, "one echo");
+    assert_eq!(wire.from_server.closes, [Some(1009)]);
+}
+
+/// 20 times each, a message the server refuses while the peer is still sending it: the
+/// peer reads our close code (1009, 1002, 1007), never a reset in its place.
+async fn refused_while_still_sending(peer: Peer, test: &str) {
+    let Some(program) = installed(peer, test) else {
+        return;
+    };
+    let Some(bin) = echo_server_binary(test) else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let (_server, port) = start_echo_server(&bin).await;
+    let url = format!("ws://127.0.0.1:{port}/");
+    let out = match peer {
+        Peer::Python => run_limits(peer, &program, &[&url, "refused", "--tries", "20"]).await,
+        Peer::Node => run_limits(peer, &program, &[&url, "refused", "20"]).await,
+    };
+    for (kind, code) in [("too_big", 1009), ("protocol", 1002), ("utf8", 1007)] {
+        let line = format!("{kind}: 20 of 20 read {code}");
+        assert!(
+            out.lines().any(|l| l == line),
+            "{peer:?}: no \"{line}\" in:\n{out}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn python_sends_16_mib_compressed_in_one_frame_through_echo_server_and_one_byte_more_gets_1009()
+ {
+    sixteen_mib_in_one_compressed_frame(Peer::Python, "python_16_mib_one_frame").await;
+}
+
+#[tokio::test]
+async fn node_sends_16_mib_compressed_in_one_frame_through_echo_server_and_one_byte_more_gets_1009()
+{
+    sixteen_mib_in_one_compressed_frame(Peer::Node, "node_16_mib_one_frame").await;
+}
+
+#[tokio::test]
+async fn python_still_sending_reads_our_close_code_20_of_20() {
+    refused_while_still_sending(Peer::Python, "python_refused_while_sending").await;
+}
+
+#[tokio::test]
+async fn node_still_sending_reads_our_close_code_20_of_20() {
+    refused_while_still_sending(Peer::Node, "node_refused_while_sending").await;
 }
 
 // --- the tests -------------------------------------------------------------------------

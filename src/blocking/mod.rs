@@ -63,6 +63,7 @@ pub use client::{
     client_handshake, client_handshake_with_response, connect, connect_with_response,
     from_handshake,
 };
+pub use net::Transport;
 pub use server::{accept, accept_with};
 pub use stream::MaybeTlsStream;
 #[cfg(feature = "rustls")]

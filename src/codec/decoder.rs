@@ -7,7 +7,7 @@ use rapidws_simd::utf8::{self, Validator};
 
 use super::{
     ControlKind, DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_MESSAGE_SIZE, MAX_CONTROL_PAYLOAD,
-    MessageKind, OpCode, ProtocolError, parse_close_payload,
+    MessageKind, OpCode, ProtocolError, max_compressed_frame_size, parse_close_payload,
 };
 use crate::codec::Role;
 
@@ -18,7 +18,9 @@ pub struct DecoderConfig {
     /// Which end decodes: a server requires masked frames, a client unmasked ones.
     pub role: Role,
     /// Largest frame payload accepted, checked against the header before any payload is
-    /// buffered. Default 16 MiB.
+    /// buffered. A frame of a compressed message may carry up to
+    /// [`max_compressed_frame_size`] of it (DEFLATE's worst-case expansion: a peer that
+    /// compresses a whole message into one frame is not refused for it). Default 16 MiB.
     pub max_frame_size: usize,
     /// Largest message accepted, checked against each header as a fragmented message
     /// grows. For compressed messages the decoder does not check it: the limit applies to
@@ -161,6 +163,8 @@ struct MessageState {
 #[derive(Debug)]
 pub struct Decoder {
     config: DecoderConfig,
+    /// [`max_compressed_frame_size`] of the frame limit.
+    max_compressed_frame: u64,
     frame: Option<FrameState>,
     message: Option<MessageState>,
     utf8: Validator,
@@ -173,6 +177,7 @@ impl Decoder {
     /// A decoder at the start of a stream.
     pub fn new(config: DecoderConfig) -> Self {
         Decoder {
+            max_compressed_frame: max_compressed_frame_size(config.max_frame_size) as u64,
             config,
             frame: None,
             message: None,
@@ -396,10 +401,21 @@ impl Decoder {
             if !header.fin {
                 return Err(ProtocolError::FragmentedControlFrame);
             }
-        } else if header.payload_len > self.config.max_frame_size as u64 {
+        } else {
             // Limits come before any payload is held: a frame announcing more than we
-            // accept is refused at its header.
-            return Err(ProtocolError::FrameTooLarge);
+            // accept is refused at its header. A compressed frame (RSV1 on the first, or
+            // a continuation of a compressed message) may be larger than what it
+            // inflates to; its bytes are inflated as they arrive, never held.
+            let compressed = rsv1
+                || (opcode == OpCode::Continuation && self.message.is_some_and(|m| m.compressed));
+            let limit = if compressed {
+                self.max_compressed_frame
+            } else {
+                self.config.max_frame_size as u64
+            };
+            if header.payload_len > limit {
+                return Err(ProtocolError::FrameTooLarge);
+            }
         }
         Ok(opcode)
     }

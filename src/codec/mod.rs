@@ -26,6 +26,37 @@ pub const DEFAULT_MAX_FRAME_SIZE: usize = 16 << 20;
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 << 20;
 /// Largest control frame payload (RFC 6455 5.5).
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
+
+/// The most payload bytes a compressed (permessage-deflate) data frame may announce when
+/// uncompressed frames may announce `max_frame_size`: `max_frame_size` plus DEFLATE's
+/// worst-case expansion of that many bytes, so that a peer compressing a message within
+/// the limits into one frame is never refused for the frame's size.
+///
+/// DEFLATE does not always shrink: incompressible data grows by a stored block's 5-byte
+/// header per block (zlib makes a block per 2 KiB at memory level 5, as Python
+/// `websockets` sets it, and per 128 bytes at memory level 1: up to 4 %), or by the 9-bit
+/// fixed-Huffman codes of the bytes 144-255 (zlib-rs's level-1 strategy: 5.5 % on random
+/// bytes, 12.5 % at worst). The allowance is zlib's own bound for any settings
+/// (`deflateBound`: `n + n/8 + n/256 + n/512 + 4`), plus 64 bytes for the empty block that
+/// ends a flush: 13.1 % more, 18.1 MiB for the default 16 MiB.
+///
+/// Memory does not follow the frame size here: compressed bytes are inflated as they
+/// arrive and not kept, and what the inflater produces is bounded by the message limit.
+///
+/// ```
+/// use rapidws::codec::max_compressed_frame_size;
+///
+/// assert_eq!(max_compressed_frame_size(16 << 20), 18_972_740);
+/// // Python `websockets` sent 16 MiB of random bytes as one frame of 16,818,182 bytes.
+/// assert!(max_compressed_frame_size(16 << 20) > 16_818_182);
+/// ```
+pub const fn max_compressed_frame_size(max_frame_size: usize) -> usize {
+    let n = max_frame_size;
+    n.saturating_add(n >> 3)
+        .saturating_add(n >> 8)
+        .saturating_add(n >> 9)
+        .saturating_add(4 + 64)
+}
 /// Largest frame header: 2 bytes, 8 bytes of extended length, 4 bytes of mask key.
 pub const MAX_HEADER_LEN: usize = 14;
 
@@ -246,7 +277,8 @@ pub enum ProtocolError {
     InvalidCloseCode(u16),
     /// A text message or close reason that is not UTF-8.
     InvalidUtf8,
-    /// A frame larger than the configured maximum frame size.
+    /// A frame larger than the configured maximum frame size (for a compressed frame, than
+    /// [`max_compressed_frame_size`] of it).
     FrameTooLarge,
     /// A message larger than the configured maximum message size.
     MessageTooLarge,

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use crate::codec::{DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_MESSAGE_SIZE};
 
+use super::Budget;
+
 /// How received data messages are handed over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -45,9 +47,15 @@ pub const DEFAULT_CONTROL_QUEUE_CAPACITY: usize = 16;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Config {
-    /// Largest frame payload accepted. Default 16 MiB.
+    /// Largest frame payload accepted, refused at the frame's header (1009). A frame of a
+    /// compressed message may be larger by DEFLATE's worst-case expansion
+    /// ([`max_compressed_frame_size`](crate::codec::max_compressed_frame_size): 13.1 %),
+    /// so a peer compressing a whole message into one frame is not refused for it; its
+    /// bytes are inflated as they arrive, never held. Default 16 MiB.
     pub max_frame_size: usize,
-    /// Largest message accepted (inflated size when compressed). Default 16 MiB.
+    /// Largest message accepted, as the application receives it: the sum of its
+    /// fragments, inflated when compressed (1009 past it). This is the limit that bounds
+    /// the memory one message takes. Default 16 MiB.
     pub max_message_size: usize,
     /// How data messages are delivered. Default [`Delivery::Whole`].
     pub delivery: Delivery,
@@ -105,6 +113,13 @@ pub struct Config {
     /// wait, reading stops until the socket takes them, so a ping flood cannot grow
     /// memory. Default 16 (at least 1).
     pub control_queue_capacity: usize,
+    /// The memory budget this connection shares with others: the bytes of messages being
+    /// received (until complete and handed over) count against it, and a message that
+    /// would take it past its limit is refused with 1013 ("try again later",
+    /// [`Error::OverBudget`](super::Error::OverBudget)). Default
+    /// [`Budget::shared`]: one budget of 1 GiB for every connection of the process that
+    /// keeps the default. `None`: only the per-connection limits apply.
+    pub budget: Option<Budget>,
 }
 
 impl Default for Config {
@@ -127,6 +142,7 @@ impl Default for Config {
             read_buffer_size: DEFAULT_READ_BUFFER_SIZE,
             send_queue_high_water: DEFAULT_SEND_QUEUE_HIGH_WATER,
             control_queue_capacity: DEFAULT_CONTROL_QUEUE_CAPACITY,
+            budget: Some(Budget::shared()),
         }
     }
 }
@@ -189,6 +205,12 @@ impl Config {
     pub fn with_linger(mut self, t: Option<Duration>, bytes: usize) -> Self {
         self.linger_timeout = t;
         self.linger_bytes = bytes;
+        self
+    }
+    /// Sets [`Config::budget`]: the memory budget shared with other connections (`None`:
+    /// none, only the per-connection limits).
+    pub fn with_budget(mut self, budget: Option<Budget>) -> Self {
+        self.budget = budget;
         self
     }
     /// Sets [`Config::close_timeout`]: how long to wait for the peer's close after ours

@@ -57,6 +57,7 @@
 //! # }
 //! ```
 
+mod budget;
 mod config;
 mod lifecycle;
 mod prepared;
@@ -66,6 +67,7 @@ mod send;
 mod timers;
 mod types;
 
+pub use budget::{Budget, DEFAULT_BUDGET};
 pub use config::{
     Config, DEFAULT_CONTROL_QUEUE_CAPACITY, DEFAULT_MAX_READ_AHEAD, DEFAULT_READ_BUFFER_SIZE,
     DEFAULT_SEND_QUEUE_HIGH_WATER, Delivery,
@@ -85,6 +87,7 @@ use crate::codec::{Decoder, DecoderConfig, Encoder, MessageKind};
 use crate::deflate::PerMessageDeflate;
 use crate::message::CloseFrame;
 
+use budget::Charge;
 use lifecycle::Phase;
 use queue::OutQueue;
 use timers::Timers;
@@ -182,6 +185,9 @@ pub struct Connection {
     now: Instant,
     /// The timers' state (timers.rs).
     timers: Timers,
+    /// What the message being received holds, charged to the shared budget (given back
+    /// when the connection is dropped, however it ends).
+    charge: Charge,
     /// Boxed: most connections never negotiate it, and its state would otherwise make
     /// every idle connection larger.
     #[cfg(feature = "deflate")]
@@ -260,7 +266,6 @@ impl Connection {
         let read_size = config.read_buffer_size.clamp(256, MAX_READ_CHUNK as usize) as u32;
         Connection {
             role,
-            config,
             decoder: Decoder::new(dc),
             encoder: Encoder::new(role),
             rx: BytesMut::new(),
@@ -285,8 +290,10 @@ impl Connection {
             failure_reported: false,
             now,
             timers: Timers::new(now),
+            charge: Charge::new(config.budget.as_ref()),
             #[cfg(feature = "deflate")]
             deflate: None,
+            config,
         }
     }
 

@@ -134,6 +134,43 @@ impl Connection {
         self.rx.len()
     }
 
+    /// Bytes this connection has charged to its memory budget
+    /// ([`Config::budget`](super::Config::budget)) now: what the message being received
+    /// holds. 0 between messages, and after the connection failed or closed.
+    pub fn budget_charge(&self) -> usize {
+        self.charge.bytes()
+    }
+
+    /// Bytes of the message being received that the connection holds, as charged to the
+    /// budget: a single-frame message arriving in place, the fragments assembled so far,
+    /// the inflated output, until the message (or, with chunk delivery, the inflated
+    /// chunk) is handed over.
+    #[inline]
+    fn partial_bytes(&self) -> usize {
+        let msg = if self.msg_delivered {
+            0
+        } else {
+            self.msg.len()
+        };
+        #[cfg(feature = "deflate")]
+        let scratch = self.deflate.as_deref().map_or(0, |d| d.scratch.len());
+        #[cfg(not(feature = "deflate"))]
+        let scratch = 0;
+        self.held + msg + scratch
+    }
+
+    /// Brings the budget charge to what the message being received holds plus `more`
+    /// bytes about to be added; `OverBudget` (nothing more charged) when the budget
+    /// cannot take the growth. Giving back never fails.
+    #[inline]
+    fn charge_partial(&mut self, more: usize) -> Result<(), Error> {
+        if self.charge.settle(self.partial_bytes() + more) {
+            Ok(())
+        } else {
+            Err(Error::OverBudget)
+        }
+    }
+
     /// Nothing received from now on is delivered: the peer closed, or we failed.
     #[inline]
     fn input_done(&self) -> bool {
@@ -147,7 +184,12 @@ impl Connection {
         self.rx_mark = 0;
         self.held = 0;
         self.msg = Vec::new();
+        #[cfg(feature = "deflate")]
+        if let Some(d) = self.deflate.as_deref_mut() {
+            d.scratch = Vec::new();
+        }
         self.timers.message_since = None;
+        self.charge.settle(0);
     }
 
     /// Drops what the previous event borrowed.
@@ -223,6 +265,8 @@ impl Connection {
         if let Some(d) = self.deflate.as_deref_mut() {
             d.scratch = Vec::new();
         }
+        // Only gives back (the last inflated chunk), never grows.
+        let _ = self.charge_partial(0);
         self.out.release_idle();
         if self.wbuf.capacity() > 0 {
             // Payloads split off earlier keep their own handles; this only drops ours.
@@ -326,6 +370,15 @@ impl Connection {
                 return Some(Ok(raw));
             }
             let (kind, fin) = (*kind, *fin);
+            let len = match loc {
+                Loc::Rx(r) => r.len(),
+                #[cfg(feature = "deflate")]
+                Loc::Scratch => self.deflate.as_deref().map_or(0, |d| d.scratch.len()),
+                Loc::Msg => 0,
+            };
+            if let Err(e) = self.charge_partial(len) {
+                return Some(Err(self.fail_now(e)));
+            }
             // In chunk delivery the chunks are lent from the receive buffer or, inflated,
             // from the scratch buffer; the message buffer is free to gather them.
             match loc {
@@ -340,6 +393,7 @@ impl Connection {
             }
             if fin {
                 self.msg_delivered = true;
+                let _ = self.charge_partial(0);
                 return Some(Ok(Raw::Data {
                     kind,
                     loc: Loc::Msg,
@@ -560,14 +614,17 @@ impl Connection {
                     // never copied (`reserve_recv` makes room for the rest up front).
                     self.held_start = chunk.payload.start;
                     self.held = consumed;
+                    self.charge_partial(0)?;
                     return Ok(None);
                 }
                 if self.held > 0 {
                     self.held += consumed;
                     let held = self.held_start..chunk.payload.end;
                     if chunk.message_end {
+                        // Complete: handed over, no longer charged.
                         self.held = 0;
                         self.rx_pending = chunk.payload.end;
+                        let _ = self.charge_partial(0);
                         return Ok(Some(Raw::Data {
                             kind,
                             loc: Loc::Rx(held),
@@ -582,12 +639,18 @@ impl Connection {
                         self.rx.advance(self.held);
                         self.held = 0;
                     }
+                    // What arrived is charged as it arrives; past the budget, the message
+                    // is refused.
+                    self.charge_partial(0)?;
                     return Ok(None);
                 }
+                // Charged before it is copied.
+                self.charge_partial(chunk.payload.len())?;
                 self.msg.extend_from_slice(&self.rx[chunk.payload]);
                 self.rx.advance(consumed);
                 if chunk.message_end {
                     self.msg_delivered = true;
+                    let _ = self.charge_partial(0);
                     return Ok(Some(Raw::Data {
                         kind,
                         loc: Loc::Msg,
@@ -615,32 +678,68 @@ impl Connection {
         }
     }
 
-    /// Inflates a compressed chunk; the size limit applies to the inflated bytes.
+    /// Inflates a compressed chunk; the size limit applies to the inflated bytes, and what
+    /// they grow the message by is granted by the memory budget before inflating.
     #[cfg(feature = "deflate")]
     fn inflate(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
-        let Some(d) = self.deflate.as_deref_mut() else {
+        let max = self.config.max_message_size;
+        let chunks = self.config.delivery == Delivery::Chunks;
+        // The inflated bytes of the message so far; in chunk delivery the previous chunk
+        // has been handed over and its charge goes back.
+        let so_far = match self.deflate.as_deref_mut() {
+            Some(d) if chunks => {
+                d.scratch.clear();
+                d.inflated
+            }
+            Some(_) => self.msg.len(),
             // The decoder refuses RSV1 unless deflate was set.
+            None => return Err(Error::Protocol(ProtocolError::ReservedBits)),
+        };
+        let _ = self.charge_partial(0);
+        // The budget grants what this chunk may add before the inflater allocates it: up
+        // to the message limit (one byte past it proves a message too large), and no more
+        // than the chunk can inflate to.
+        let want = (max - so_far.min(max))
+            .saturating_add(1)
+            .min(inflate_bound(chunk.payload.len()));
+        let granted = self.charge.grow_up_to(want);
+        // The budget, not the message limit, caps this chunk.
+        let by_budget = granted < want;
+        let limit = if by_budget { so_far + granted } else { max };
+        let Some(d) = self.deflate.as_deref_mut() else {
             return Err(Error::Protocol(ProtocolError::ReservedBits));
         };
         let pmd = &mut d.pmd;
         let input = &self.rx[chunk.payload.clone()];
-        let max = self.config.max_message_size;
-        let (out, start) = match self.config.delivery {
-            Delivery::Whole => {
-                let start = self.msg.len();
-                pmd.decompress(input, chunk.message_end, &mut self.msg, max)
-                    .map_err(Error::Deflate)?;
-                (&self.msg, start)
-            }
-            Delivery::Chunks => {
-                d.scratch.clear();
-                let budget = max.saturating_sub(d.inflated);
-                pmd.decompress(input, chunk.message_end, &mut d.scratch, budget)
-                    .map_err(Error::Deflate)?;
-                d.inflated += d.scratch.len();
-                (&d.scratch, 0)
-            }
+        let (r, start) = if chunks {
+            let r = pmd.decompress(input, chunk.message_end, &mut d.scratch, limit - so_far);
+            d.inflated += d.scratch.len();
+            (r, 0)
+        } else {
+            let start = self.msg.len();
+            (
+                pmd.decompress(input, chunk.message_end, &mut self.msg, limit),
+                start,
+            )
         };
+        if chunk.message_end && !chunks && r.is_ok() {
+            // Complete: handed over, no longer charged.
+            self.msg_delivered = true;
+        }
+        match r {
+            // A failure gives everything back with the rest of the input.
+            Err(crate::deflate::DeflateError::TooLarge) if by_budget => {
+                self.charge.note_refused();
+                return Err(Error::OverBudget);
+            }
+            Err(e) => return Err(Error::Deflate(e)),
+            // The unused part of the grant goes back.
+            Ok(()) => self.charge_partial(0)?,
+        }
+        let Some(d) = self.deflate.as_deref_mut() else {
+            return Err(Error::Protocol(ProtocolError::ReservedBits));
+        };
+        let out = if chunks { &d.scratch } else { &self.msg };
         if chunk.kind == MessageKind::Text {
             // RFC 7692 + RFC 6455 8.1: text is validated after inflation, failing fast.
             d.utf8
@@ -658,7 +757,6 @@ impl Connection {
         match self.config.delivery {
             Delivery::Whole => {
                 if chunk.message_end {
-                    self.msg_delivered = true;
                     return Ok(Some(Raw::Data {
                         kind,
                         loc: Loc::Msg,
@@ -695,4 +793,13 @@ impl Connection {
         self.failure_reported = true;
         e
     }
+}
+
+/// The most bytes `n` compressed bytes can inflate to, with some bytes of a previous
+/// chunk's unfinished code: DEFLATE's largest ratio is 1032:1 (a 258-byte match coded in
+/// two bits).
+#[cfg(feature = "deflate")]
+#[inline]
+fn inflate_bound(n: usize) -> usize {
+    n.saturating_add(64).saturating_mul(1032)
 }

@@ -150,11 +150,18 @@ pub enum Error {
     /// is closed abnormally, code 1006). The IO layers report it as an IO error of kind
     /// `UnexpectedEof`.
     Eof,
+    /// A message being received would take the memory budget shared with other
+    /// connections ([`Config::budget`]) past its limit: it is refused and the connection
+    /// closed with 1013 ("try again later"), although the message itself is within
+    /// [`Config::max_message_size`] as far as it arrived. The budget counts the refusal
+    /// ([`Budget::refused`](super::Budget::refused)).
+    OverBudget,
 }
 
 impl Error {
     /// The close code this error sends, if it sends one: the protocol error's, 1001 when
-    /// the peer went quiet (idle, no pong), 1008 for a message not completed in time;
+    /// the peer went quiet (idle, no pong), 1008 for a message not completed in time,
+    /// 1013 for a message over the shared memory budget;
     /// none when the peer cannot read it anyway (our close went unanswered, it stopped
     /// reading, the transport ended).
     pub fn close_code(&self) -> Option<CloseCode> {
@@ -164,6 +171,8 @@ impl Error {
             Error::Deflate(e) => Some(CloseCode(e.close_code())),
             Error::Timeout(Timeout::Idle | Timeout::Pong) => Some(CloseCode::GOING_AWAY),
             Error::Timeout(Timeout::Message) => Some(CloseCode::POLICY),
+            // IANA registry: 1013, "Try Again Later": the server is overloaded.
+            Error::OverBudget => Some(CloseCode::TRY_AGAIN_LATER),
             Error::Timeout(_) | Error::Eof => None,
         }
     }
@@ -175,6 +184,7 @@ impl Error {
             Error::Timeout(Timeout::Idle) => "idle timeout",
             Error::Timeout(Timeout::Pong) => "no pong to the keepalive ping",
             Error::Timeout(Timeout::Message) => "message not completed in time",
+            Error::OverBudget => "over the memory budget, try again later",
             Error::Protocol(e) if e.close_code() == CloseCode::TOO_BIG => "message too big",
             #[cfg(feature = "deflate")]
             Error::Deflate(crate::deflate::DeflateError::TooLarge) => "message too big",
@@ -191,6 +201,9 @@ impl fmt::Display for Error {
             Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
             Error::Timeout(t) => t.fmt(f),
             Error::Eof => f.write_str("the transport closed without a close frame"),
+            Error::OverBudget => {
+                f.write_str("message refused: the shared memory budget is exhausted")
+            }
         }
     }
 }
@@ -201,7 +214,7 @@ impl std::error::Error for Error {
             Error::Protocol(e) => Some(e),
             #[cfg(feature = "deflate")]
             Error::Deflate(e) => Some(e),
-            Error::Timeout(_) | Error::Eof => None,
+            Error::Timeout(_) | Error::Eof | Error::OverBudget => None,
         }
     }
 }
