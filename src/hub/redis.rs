@@ -136,6 +136,9 @@ struct Inner {
     out_rx: Mutex<Option<mpsc::Receiver<Out>>>,
     /// The command connection (cheap to clone), `None` while disconnected.
     cmd: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// Counts the times the server was found working again after a loss; the publisher
+    /// drops its retry pause when this moves.
+    recovered: std::sync::atomic::AtomicU64,
     record: redis::Script,
     since: redis::Script,
 }
@@ -185,6 +188,7 @@ impl RedisBroker {
                 out,
                 out_rx: Mutex::new(Some(out_rx)),
                 cmd: tokio::sync::Mutex::new(None),
+                recovered: std::sync::atomic::AtomicU64::new(0),
                 record: redis::Script::new(RECORD),
                 since: redis::Script::new(SINCE),
             }),
@@ -429,6 +433,7 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
     let mut backoff = inner.config.backoff_min;
     let mut retry_at = tokio::time::Instant::now();
     let mut batch = Vec::with_capacity(inner.config.batch);
+    let mut seen_recovered = inner.recovered.load(std::sync::atomic::Ordering::Acquire);
     while let Some(first) = rx.recv().await {
         if link.is_closed() {
             return;
@@ -442,6 +447,12 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
             }
         }
         let history = link.history_config();
+        // The server came back since the last failure: no reason to wait out the pause.
+        let recovered = inner.recovered.load(std::sync::atomic::Ordering::Acquire);
+        if recovered != seen_recovered {
+            seen_recovered = recovered;
+            retry_at = tokio::time::Instant::now();
+        }
         // A cached connection may have died since it was last used (the server
         // restarted): one more try on a fresh one before giving up on the batch.
         let mut sent = false;
@@ -534,6 +545,11 @@ async fn subscriber(inner: Arc<Inner>, link: Link) {
             continue;
         }
         backoff = inner.config.backoff_min;
+        // SUBSCRIBE is served while a restarted server still loads its data, the
+        // commands that record a publication are not: "up" waits until a fresh command
+        // connection has its scripts loaded, so a publication made once the hub reports
+        // the broker up is recorded.
+        command_ready(&inner, &link).await;
         if connected_before {
             // Subscribed again to every live topic: catch up before reading on.
             link.up_after_gap().await;
@@ -563,6 +579,28 @@ async fn subscriber(inner: Arc<Inner>, link: Link) {
             }
         };
         link.down(reason);
+    }
+}
+
+/// Waits (with backoff, for at most the configured timeout in all) until a fresh command
+/// connection works; the subscriber goes on either way, the publisher retries on its own.
+async fn command_ready(inner: &Inner, link: &Link) {
+    let deadline = tokio::time::Instant::now() + inner.config.timeout;
+    let mut pause = inner.config.backoff_min;
+    inner.drop_command().await;
+    while !link.is_closed() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let Ok(Ok(_)) = tokio::time::timeout(left, inner.command()).await {
+            inner
+                .recovered
+                .fetch_add(1, std::sync::atomic::Ordering::Release);
+            return;
+        }
+        if tokio::time::Instant::now() + pause >= deadline {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(inner.config.backoff_max);
     }
 }
 
