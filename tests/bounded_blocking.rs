@@ -35,8 +35,10 @@ use bounded_support::{
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const LIMIT: Duration = Duration::from_secs(60);
-/// Scheduling on a loaded 2-core machine, on top of each deadline.
-const SLACK: Duration = Duration::from_millis(700);
+/// Scheduling on a loaded 2-core machine (other test binaries and builds running), on top
+/// of each deadline. Still far below every default timer, so a bound that holds shows the
+/// configured deadline ended the connection; lower bounds stay exact.
+const SLACK: Duration = Duration::from_millis(2500);
 /// Stack of each connection thread: thousands of them.
 const STACK: usize = 512 << 10;
 

@@ -175,8 +175,10 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 
 const KEEPALIVE: Duration = Duration::from_millis(300);
 const PONG: Duration = Duration::from_millis(300);
-/// Scheduling on a loaded 2-core machine, on top of each deadline.
-const SLACK: Duration = Duration::from_millis(700);
+/// Scheduling on a loaded 2-core machine (other test binaries and builds running), on top
+/// of each deadline. Still far below every default timer, so a bound that holds shows the
+/// configured deadline ended the connection; lower bounds stay exact.
+const SLACK: Duration = Duration::from_millis(2500);
 
 fn keepalive_config() -> Config {
     Config::default()
