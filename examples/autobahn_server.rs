@@ -55,7 +55,7 @@ async fn echo(mut ws: WebSocket<TcpStream>) {
 }
 
 async fn echo_split(ws: WebSocket<TcpStream>) {
-    let (mut rd, mut wr) = ws.split();
+    let (mut rd, mut wr) = ws.into_split();
     // Each message travels with an acknowledgement the writer fires once the echo is
     // written. The reader waits for it before reading on, so an echo is always on the wire
     // before a close the reader may send for a later protocol error (Autobahn checks that

@@ -114,7 +114,7 @@ async fn accept_loop(listener: TcpListener, config: Arc<ServerConfig>, join: mps
             let Ok(ws) = accept(stream, &config).await else {
                 return;
             };
-            let (mut reader, writer) = ws.split();
+            let (mut reader, writer) = ws.into_split();
             let signals = Arc::new(Signals::default());
             if join
                 .send(Peer {

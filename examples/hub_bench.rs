@@ -102,7 +102,7 @@ fn node(
             let mut members = Vec::new();
             for _ in 0..SUBSCRIBERS {
                 let (s, _) = listener.accept().await.unwrap();
-                let (mut rd, wr) = accept(s, &config).await.unwrap().split();
+                let (mut rd, wr) = accept(s, &config).await.unwrap().into_split();
                 tokio::spawn(async move { while let Ok(Some(_)) = rd.recv().await {} });
                 match &hub {
                     Some(h) => {

@@ -112,7 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 None => (path.trim_start_matches('/').to_string(), None),
             };
-            let (mut rd, wr) = ws.split();
+            let (mut rd, wr) = ws.into_split();
             let member = hub.join(wr);
             match since {
                 Some(since) => {

@@ -44,6 +44,10 @@ pub enum Error {
     /// connections ([`Config::budget`](crate::Config::budget)) was exhausted; a close
     /// frame with 1013 ("try again later") was sent.
     OverBudget,
+    /// A fragmented message this side was sending was abandoned part way (a
+    /// `MessageWriter` dropped or a `send_from` cancelled after some of it was queued):
+    /// the connection was closed with 1011 rather than end that message short.
+    Abandoned,
     /// The URL given to a client cannot be used.
     Url(UrlError),
     /// The connection is closed (the close handshake finished or the connection failed);
@@ -70,6 +74,7 @@ impl fmt::Display for Error {
             Error::Rejected(status) => write!(f, "upgrade refused with status {status}"),
             Error::Timeout(t) => t.fmt(f),
             Error::OverBudget => connection::Error::OverBudget.fmt(f),
+            Error::Abandoned => connection::Error::Abandoned.fmt(f),
             Error::Url(e) => e.fmt(f),
             Error::Closed => f.write_str("connection closed"),
             Error::Send(e) => write!(f, "send refused: {e}"),
@@ -92,7 +97,11 @@ impl std::error::Error for Error {
             Error::Send(e) => Some(e),
             #[cfg(feature = "proxy")]
             Error::Proxy(e) => Some(e),
-            Error::Rejected(_) | Error::Timeout(_) | Error::OverBudget | Error::Closed => None,
+            Error::Rejected(_)
+            | Error::Timeout(_)
+            | Error::OverBudget
+            | Error::Abandoned
+            | Error::Closed => None,
         }
     }
 }
@@ -155,6 +164,7 @@ impl From<connection::Error> for Error {
             connection::Error::Timeout(t) => Error::Timeout(t),
             connection::Error::Eof => Error::Io(io::ErrorKind::UnexpectedEof.into()),
             connection::Error::OverBudget => Error::OverBudget,
+            connection::Error::Abandoned => Error::Abandoned,
         }
     }
 }

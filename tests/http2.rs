@@ -567,7 +567,7 @@ async fn eight_streams(server: Server, transport: Transport) {
             let ws = rapidws::http2::connect(&mut sender, &url, &config)
                 .await
                 .unwrap();
-            let (mut rx, mut tx) = ws.split();
+            let (mut rx, mut tx) = ws.into_split();
             let writer = tokio::spawn(async move {
                 for i in 0..MESSAGES {
                     tx.send(Message::text(format!("stream {s} message {i} ✓")))

@@ -329,7 +329,7 @@ async fn a_client_recovers_exactly_what_it_missed_from_the_ring() {
         let (mut rd, wr) = rapidws::tokio::accept(s, &ServerConfig::default())
             .await
             .unwrap()
-            .split();
+            .into_split();
         let member = server_hub.join(wr);
         let (since, reply) = since_rx.recv().await.unwrap();
         let r = member.subscribe_from("t", since).await.unwrap();
@@ -396,7 +396,7 @@ async fn recovery_says_when_the_epoch_changed_or_the_history_was_trimmed() {
     let (_rd, wr) = rapidws::tokio::accept(s, &ServerConfig::default())
         .await
         .unwrap()
-        .split();
+        .into_split();
     let _ws = client.await.unwrap();
     let member = hub.join(wr);
     for i in 0..20 {

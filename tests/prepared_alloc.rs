@@ -104,7 +104,7 @@ async fn tokio_layer_queues_prepared_messages_without_allocating() {
         }
         let mut it = servers.into_iter();
         let mut whole: Vec<_> = it.by_ref().take(10).collect();
-        let mut split: Vec<_> = it.map(|s| s.split()).collect();
+        let mut split: Vec<_> = it.map(|s| s.into_split()).collect();
         for round in 0..4 {
             let msg = prepared(round);
             let (n, ()) = allocations(|| {

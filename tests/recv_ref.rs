@@ -189,7 +189,7 @@ fn recv_ref_lends_fragmented_and_chunk_delivered_messages_whole() {
 fn recv_ref_on_a_read_half_copies_into_the_half() {
     runtime().block_on(async {
         let (ws, mut client) = server(&Config::default());
-        let (mut rd, _wr) = ws.split();
+        let (mut rd, _wr) = ws.into_split();
         let messages: Vec<_> = (0..50)
             .map(|i| (MessageKind::Binary, payload(i, 10 + i * 100)))
             .collect();

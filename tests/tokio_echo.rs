@@ -198,7 +198,7 @@ async fn split_halves_work_from_different_tasks() {
     let ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
         .await
         .unwrap();
-    let (mut rd, mut wr) = ws.split();
+    let (mut rd, mut wr) = ws.into_split();
     const N: usize = 2_000;
     let writer = tokio::spawn(async move {
         for i in 0..N {
@@ -261,7 +261,7 @@ async fn write_half_sends_a_fragmented_message_while_read_half_receives() {
     let ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
         .await
         .unwrap();
-    let (mut rd, mut wr) = ws.split();
+    let (mut rd, mut wr) = ws.into_split();
     let data = pattern(200_000);
     let sent = data.clone();
     let writer = tokio::spawn(async move {

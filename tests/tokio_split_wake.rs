@@ -17,7 +17,7 @@ async fn queued_from_another_task_leaves_promptly(prepared: bool) {
     let server = tokio::spawn(async move {
         let (s, _) = l.accept().await.unwrap();
         let ws = accept(s, &ServerConfig::default()).await.unwrap();
-        let (mut rd, wr) = ws.split();
+        let (mut rd, wr) = ws.into_split();
         // The reader sits in `recv`: the client sends nothing until it has the message.
         let reader = tokio::spawn(async move { while let Ok(Some(_)) = rd.recv().await {} });
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -68,7 +68,7 @@ async fn try_close_sheds_a_peer_that_never_reads_even_with_a_full_queue() {
     let server = tokio::spawn(async move {
         let (s, _) = l.accept().await.unwrap();
         let ws = accept(s, &config).await.unwrap();
-        let (mut rd, wr) = ws.split();
+        let (mut rd, wr) = ws.into_split();
         let reader = tokio::spawn(async move { while let Ok(Some(_)) = rd.recv().await {} });
         let chunk = Bytes::from(vec![7u8; 16 << 10]);
         // Bounded: at most 128 MiB offered before the socket and the queue push back.

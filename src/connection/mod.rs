@@ -221,6 +221,8 @@ impl core::fmt::Debug for Connection {
 struct OutMessage {
     kind: MessageKind,
     first: bool,
+    /// Some of the message was handed to the compressor (which may not have output yet).
+    fed: bool,
     #[cfg(feature = "deflate")]
     compressed: bool,
 }

@@ -187,6 +187,7 @@ impl Connection {
         self.sending = Some(OutMessage {
             kind,
             first: true,
+            fed: false,
             #[cfg(feature = "deflate")]
             compressed: self.deflate.is_some(),
         });
@@ -230,8 +231,10 @@ impl Connection {
                 pmd.compress_chunk(data, fin, &mut out)
                     .map_err(SendError::Deflate)?;
             }
+            m.fed |= !data.is_empty();
             if out.is_empty() && !fin {
                 // Nothing flushed yet: no frame needed.
+                self.sending = Some(m);
                 return Ok(());
             }
             // RFC 7692 6: RSV1 on the first frame of a compressed message only.
@@ -244,6 +247,29 @@ impl Connection {
         m.first = false;
         self.sending = if fin { None } else { Some(m) };
         Ok(())
+    }
+
+    /// Abandons the fragmented message begun with [`begin_message`](Self::begin_message);
+    /// the IO layers call it when a message writer is dropped (or its send cancelled)
+    /// before the message was finished. Returns whether the connection goes on.
+    ///
+    /// When nothing of the message was queued (nor, with permessage-deflate, given to the
+    /// compressor), nothing of it reaches the peer and the connection goes on (`true`).
+    /// Otherwise the peer has part of a message that cannot be completed truthfully:
+    /// ending it short would hand the peer a truncated message as whole, and a compressor
+    /// with context takeover has taken its bytes into its window. The connection then
+    /// fails with [`Error::Abandoned`](super::Error::Abandoned), close code 1011
+    /// (`false`). Without an open message, nothing happens (`true`).
+    pub fn abort_message(&mut self, now: Instant) -> bool {
+        let Some(m) = self.sending.take() else {
+            return true;
+        };
+        if m.first && !m.fed {
+            return true;
+        }
+        self.now = now;
+        self.fail(super::Error::Abandoned);
+        false
     }
 
     /// Queues a ping, in order with the messages sent before and after it; it may be sent

@@ -156,6 +156,12 @@ pub enum Error {
     /// [`Config::max_message_size`] as far as it arrived. The budget counts the refusal
     /// ([`Budget::refused`](super::Budget::refused)).
     OverBudget,
+    /// A fragmented message we were sending was abandoned part way (its writer dropped,
+    /// or its send cancelled, after some of it was queued): the peer holds a message that
+    /// can no longer be completed truthfully, so the connection was closed with 1011
+    /// rather than end that message short. See
+    /// [`Connection::abort_message`](super::Connection::abort_message).
+    Abandoned,
 }
 
 impl Error {
@@ -173,6 +179,7 @@ impl Error {
             Error::Timeout(Timeout::Message) => Some(CloseCode::POLICY),
             // IANA registry: 1013, "Try Again Later": the server is overloaded.
             Error::OverBudget => Some(CloseCode::TRY_AGAIN_LATER),
+            Error::Abandoned => Some(CloseCode::INTERNAL),
             Error::Timeout(_) | Error::Eof => None,
         }
     }
@@ -185,6 +192,7 @@ impl Error {
             Error::Timeout(Timeout::Pong) => "no pong to the keepalive ping",
             Error::Timeout(Timeout::Message) => "message not completed in time",
             Error::OverBudget => "over the memory budget, try again later",
+            Error::Abandoned => "message abandoned by the sender",
             Error::Protocol(e) if e.close_code() == CloseCode::TOO_BIG => "message too big",
             #[cfg(feature = "deflate")]
             Error::Deflate(crate::deflate::DeflateError::TooLarge) => "message too big",
@@ -204,6 +212,9 @@ impl fmt::Display for Error {
             Error::OverBudget => {
                 f.write_str("message refused: the shared memory budget is exhausted")
             }
+            Error::Abandoned => f.write_str(
+                "a fragmented message being sent was abandoned part way; closed with 1011",
+            ),
         }
     }
 }
@@ -214,7 +225,7 @@ impl std::error::Error for Error {
             Error::Protocol(e) => Some(e),
             #[cfg(feature = "deflate")]
             Error::Deflate(e) => Some(e),
-            Error::Timeout(_) | Error::Eof | Error::OverBudget => None,
+            Error::Timeout(_) | Error::Eof | Error::OverBudget | Error::Abandoned => None,
         }
     }
 }

@@ -29,7 +29,7 @@
 //! let server_hub = hub.clone();
 //! tokio::spawn(async move {
 //!     let (stream, _) = listener.accept().await?;
-//!     let (mut rd, wr) = accept(stream, &ServerConfig::default()).await?.split();
+//!     let (mut rd, wr) = accept(stream, &ServerConfig::default()).await?.into_split();
 //!     let member = server_hub.join(wr);
 //!     member.subscribe("news")?;
 //!     // Keep receiving: it answers pings and writes what the hub queues.

@@ -378,26 +378,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         }
     }
 
-    /// Splits into a receiving half and a sending half, usable from different tasks.
+    /// Splits into a receiving half and a sending half, usable from different tasks:
+    /// `(read, write)`, in the order of tokio's `TcpStream::into_split`.
     ///
-    /// The halves share the connection behind a mutex that is held only inside a poll
-    /// (never across an await), and a waker pair so neither half loses the socket's write
-    /// wake-up to the other. The receiving half keeps answering pings while the sending
-    /// half is idle, and drives the timers: keep polling it.
-    pub fn split(self) -> (ReadHalf<S>, WriteHalf<S>) {
+    /// The name is not `split` on purpose: `futures::StreamExt::split` (this type is a
+    /// `Stream` and a `Sink`) returns `(sink, stream)`, the other order, with halves that
+    /// share one lock; code written for it keeps working here and means what it meant.
+    /// These halves are the cheaper ones: they share the connection behind a mutex that
+    /// is held only inside a poll (never across an await), and a waker pair so neither
+    /// half loses the socket's write wake-up to the other. The receiving half keeps
+    /// answering pings while the sending half is idle, and drives the timers: keep
+    /// polling it (or drop it: the sending half then reads in its waits, see
+    /// [`ReadHalf`]).
+    pub fn into_split(self) -> (ReadHalf<S>, WriteHalf<S>) {
         let (rd, wr) = tokio::io::split(self.io);
         let wakers = Arc::new(WakerPair::default());
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 engine: self.engine,
+                rd,
                 wr,
+                reader: true,
             }),
             combined: Waker::from(wakers.clone()),
             wakers,
         });
         (
             ReadHalf {
-                rd,
                 shared: shared.clone(),
                 lent: Lent::default(),
             },
@@ -514,10 +521,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for IncomingMessage<'_, S> {
 /// A fragmented message being sent (see [`WebSocket::begin_message`]).
 ///
 /// Each chunk becomes one frame. Dropping the writer without [`finish`](Self::finish)
-/// leaves the message open: no other data message can be sent after it.
+/// (or cancelling the `send_from` that holds it) abandons the message: when none of it
+/// was queued nothing reaches the peer and the connection goes on; otherwise the
+/// connection is closed with 1011 and the next receive reports [`Error::Abandoned`]
+/// (see [`Connection::abort_message`]).
 pub struct MessageWriter<'a, S> {
     ws: &'a mut WebSocket<S>,
     finished: bool,
+}
+
+impl<S> Drop for MessageWriter<'_, S> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.ws.engine.conn.abort_message(super::engine::now());
+        }
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
@@ -611,7 +629,11 @@ impl Wake for WakerPair {
 
 struct Inner<S> {
     engine: Engine,
+    rd: tokio::io::ReadHalf<S>,
     wr: tokio::io::WriteHalf<S>,
+    /// The [`ReadHalf`] is alive. Once it is dropped, the writing half reads in its
+    /// calls instead (answering pings, echoing the close, discarding data messages).
+    reader: bool,
 }
 
 struct Shared<S> {
@@ -631,8 +653,13 @@ impl<S> Shared<S> {
 
 /// The receiving half of a split [`WebSocket`]. It also writes pongs and the close echo,
 /// and drives the timers: keep polling it.
+///
+/// Dropping it while the [`WriteHalf`] lives hands the reading to the writing half: each
+/// call on the `WriteHalf` (and each of its waits) then reads what the peer sent,
+/// answers pings, echoes a close, runs the timers and discards data messages, which no
+/// one is left to receive. Between the writing half's calls nothing reads, as with an
+/// unsplit [`WebSocket`] that nobody polls.
 pub struct ReadHalf<S> {
-    rd: tokio::io::ReadHalf<S>,
     shared: Arc<Shared<S>>,
     /// The message `recv_ref` lends (copied out of the shared connection).
     lent: Lent,
@@ -714,7 +741,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         let mut inner = shared.lock();
         let inner = &mut *inner;
         let mut io = PairIo {
-            rd: &mut self.rd,
+            rd: &mut inner.rd,
             wr: &mut inner.wr,
         };
         poll_message(&mut inner.engine, cx, Some(&shared.combined), &mut io)
@@ -735,7 +762,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         let mut inner = shared.lock();
         let inner = &mut *inner;
         let mut io = PairIo {
-            rd: &mut self.rd,
+            rd: &mut inner.rd,
             wr: &mut inner.wr,
         };
         let raw = ready!(
@@ -777,6 +804,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Stream for ReadHalf<S> {
     }
 }
 
+impl<S> Drop for ReadHalf<S> {
+    fn drop(&mut self) {
+        self.shared.lock().reader = false;
+        // A writing half waiting for the socket now reads in that wait too.
+        WakerPair::wake_slot(&self.shared.wakers.writer);
+    }
+}
+
+/// For a writing half whose reading half is gone: reads what has arrived, so pings are
+/// answered, a close is echoed and the timers run, and drops the data messages.
+fn discard_received(engine: &mut Engine, cx: &mut Context<'_>, ww: &Waker, io: &mut dyn Io) {
+    while let Poll::Ready(Ok(Some(raw))) = engine.poll_recv_raw(cx, Some(ww), io, false) {
+        drop(engine.conn.raw_owned(raw));
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// Runs `f` with the engine, the write half and a context whose waker wakes both halves.
     fn with<T>(
@@ -788,7 +831,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         let mut inner = self.shared.lock();
         let inner = &mut *inner;
         let mut wcx = Context::from_waker(&self.shared.combined);
-        f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), &mut wcx)
+        if inner.reader {
+            return f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), &mut wcx);
+        }
+        let mut io = PairIo {
+            rd: &mut inner.rd,
+            wr: &mut inner.wr,
+        };
+        discard_received(&mut inner.engine, &mut wcx, &self.shared.combined, &mut io);
+        f(&mut inner.engine, &mut io, &mut wcx)
     }
 
     fn queue(&self, msg: Message) -> Result<(), Error> {
@@ -871,7 +922,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
             .lock()
             .engine
             .send_with(|c| c.begin_message(kind))?;
-        Ok(HalfMessageWriter { half: self })
+        Ok(HalfMessageWriter {
+            half: self,
+            finished: false,
+        })
     }
 
     /// Sends everything `reader` yields as one fragmented message, in chunks of up to
@@ -888,9 +942,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
 }
 
 /// A fragmented message being sent from a [`WriteHalf`] (see [`WriteHalf::begin_message`]).
-/// Dropping it without [`finish`](Self::finish) leaves the message open.
+/// Dropping it without [`finish`](Self::finish) abandons the message, as dropping a
+/// [`MessageWriter`] does.
 pub struct HalfMessageWriter<'a, S> {
     half: &'a mut WriteHalf<S>,
+    finished: bool,
+}
+
+impl<S> Drop for HalfMessageWriter<'_, S> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let goes_on = self
+                .half
+                .shared
+                .lock()
+                .engine
+                .conn
+                .abort_message(super::engine::now());
+            if !goes_on {
+                // The reading half writes our close and runs the teardown.
+                WakerPair::wake_slot(&self.half.shared.wakers.reader);
+            }
+        }
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> HalfMessageWriter<'_, S> {
@@ -902,14 +976,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HalfMessageWriter<'_, S> {
     }
 
     /// Sends the final fragment (possibly empty) and flushes.
-    pub async fn finish(self, data: &[u8]) -> Result<(), Error> {
-        let half = self.half;
-        poll_fn(|cx| half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))).await?;
-        half.shared
+    pub async fn finish(mut self, data: &[u8]) -> Result<(), Error> {
+        poll_fn(|cx| {
+            self.half
+                .with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))
+        })
+        .await?;
+        self.finished = true;
+        self.half
+            .shared
             .lock()
             .engine
             .send_with(|c| c.end_message(data))?;
-        half.flush().await
+        self.half.flush().await
     }
 }
 

@@ -312,7 +312,7 @@ async fn serve_one(
         let path = path.lock().unwrap().clone();
         (path, ws)
     };
-    let (mut rd, wr) = ws.split();
+    let (mut rd, wr) = ws.into_split();
     let member = hub.join(wr);
     let path = request_path.trim_start_matches('/');
     let (topic, since) = match path.split_once("?since=") {

@@ -65,7 +65,7 @@ async fn echo_feed(mut ws: WebSocket<TcpStream>) {
 }
 
 async fn echo_split(ws: WebSocket<TcpStream>) {
-    let (mut rd, mut wr) = ws.split();
+    let (mut rd, mut wr) = ws.into_split();
     while let Ok(Some(msg)) = rd.recv().await {
         if msg.is_data() && wr.send(msg).await.is_err() {
             return;
