@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Compressed text echo, server variants alternating within each round (issue #9 figures in
-# benches/RESULTS.md):
+# Compressed text echo, server variants alternating within each round (A/B runs of
+# permessage-deflate settings and encoders against yawc):
 #
 #   bash benches/deflate_ab.sh ROUNDS OUT.csv "LABEL|BINARY|SERVER ARGS" ...
 #

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Turns benches/results/{echo,idle,firehose}.csv and meta.json into the tables of the
-"Loopback echo", "Idle memory" and "Firehose client" sections of benches/RESULTS.md and into
-SVG charts next to it. Standard library only (hand-written SVG), so CI and fresh machines
-need nothing.
+"Echo matrix", "Pipelined echo", "Echo with permessage-deflate", "Idle memory per
+connection" and "Firehose client" sections of benches/RESULTS.md, into
+benches/results/TABLES.md (every table in full: messages per second, latency, each pipelined
+cell per server, the targets cell by cell) and into SVG charts next to RESULTS.md. Standard
+library only (hand-written SVG), so CI and fresh machines need nothing.
 
     python3 benches/plot.py
 
-Only the text between the BEGIN/END markers of those sections is replaced; the rest
-of RESULTS.md (other benchmarks, the hand-written method notes) is left as it is.
+Only the text between the BEGIN/END markers of those sections of RESULTS.md is replaced;
+the rest of it (other benchmarks, the hand-written method notes) is left as it is.
+RESULTS.md gets the headline tables; TABLES.md is written whole each time.
 """
 
 import csv
@@ -21,6 +24,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
+TABLES_MD = os.path.join(RESULTS, "TABLES.md")
 
 OURS = ["rapidws", "rapidws-feed"]
 # What the pipelined targets are about: the plain loop and the handler API (feed is shown).
@@ -208,8 +212,9 @@ def rfmt(r):
     return "–" if r is None else f"{r:.2f}×"
 
 
-def loopback_section(echo, meta):
-    md = []
+def loopback_section(echo, meta, full):
+    """The page's tables; the rest goes to `full` (TABLES.md)."""
+    md, pipe, defl = [], [], []
     plain = echo.servers(PLAIN)
     peers = echo.servers(PEERS)
     cells_plain = [c for c in echo.cells if any(echo.get(s, c) for s in plain)]
@@ -236,6 +241,8 @@ def loopback_section(echo, meta):
     md.append("Raw rows: `benches/results/echo.csv`. † = the load tool used ≥ 90 % of its core "
               "in that cell, so the server may not have been the bottleneck (the per-CPU "
               "figure still holds).")
+    # One paragraph: the lines above end in two spaces (a line break where rendered).
+    md[:] = [" ".join(line.rstrip() for line in md)]
     md.append("")
 
     # Echoes per server CPU-second.
@@ -273,10 +280,10 @@ def loopback_section(echo, meta):
                  [(s, [echo.val(s, c, "echoes_per_cpu_s") for c in cells_single]) for s in plain],
                  log=True)
 
-        md.append("### Messages per second, no compression (higher is better)")
-        md.append("")
-        md.append("![messages per second](echo_rate.svg)")
-        md.append("")
+        full.append("## Echo messages per second, no compression (higher is better)")
+        full.append("")
+        full.append("![messages per second](../echo_rate.svg)")
+        full.append("")
         rows = []
         for c in cells_single:
             row = [cell_label(c)]
@@ -285,15 +292,15 @@ def loopback_section(echo, meta):
                 row.append(kfmt(float(r["msgs_per_s"])) + (" †" if client_bound(r) else "")
                            if r else "–")
             rows.append(row)
-        md.append(table(["payload, connections"] + plain, rows))
-        md.append("")
+        full.append(table(["payload, connections"] + plain, rows))
+        full.append("")
         svg_bars(os.path.join(HERE, "echo_rate.svg"), "Echo messages per second, no compression",
                  "messages / s", [cell_label(c) for c in cells_single],
                  [(s, [echo.val(s, c, "msgs_per_s") for c in cells_single]) for s in plain],
                  log=True)
 
-        md.append("### Round trip p50 / p99 in µs, no compression (lower is better)")
-        md.append("")
+        full.append("## Echo round trip p50 / p99 in µs, no compression (lower is better)")
+        full.append("")
         rows = []
         for c in cells_single:
             row = [cell_label(c)]
@@ -301,13 +308,29 @@ def loopback_section(echo, meta):
                 r = echo.get(s, c)
                 row.append(f"{float(r['p50_us']):.0f} / {float(r['p99_us']):.0f}" if r else "–")
             rows.append(row)
-        md.append(table(["payload, connections"] + plain, rows))
-        md.append("")
+        full.append(table(["payload, connections"] + plain, rows))
+        full.append("")
 
     if cells_pipe:
+        pipe.append("Echoes per server CPU-second, no compression (higher is better):")
+        pipe.append("")
+        short = []
         for c in cells_pipe:
-            md.append(f"### Pipelined: {cell_label(c)}")
-            md.append("")
+            vals = {s: echo.val(s, c, "echoes_per_cpu_s") for s in plain}
+            best = max(((vals[p], p) for p in peers if vals[p]), default=(None, "–"))
+            raw = vals.get("raw-tcp")
+            short.append([cell_label(c)]
+                         + [kfmt(vals.get(s)) for s in echo.servers(PIPELINED_OURS)]
+                         + [f"{kfmt(best[0])} ({best[1]})", kfmt(raw)]
+                         + [rfmt(ratio(vals.get(s), best[0])) for s in echo.servers(OURS)]
+                         + [rfmt(ratio(vals.get(s), raw)) for s in echo.servers(OURS)])
+        pipe.append(table(["cell"] + echo.servers(PIPELINED_OURS) + ["best peer", "raw-tcp"]
+                        + [f"{o} / best peer" for o in echo.servers(OURS)]
+                        + [f"{o} / raw" for o in echo.servers(OURS)], short))
+        pipe.append("")
+        for c in cells_pipe:
+            full.append(f"## Pipelined: {cell_label(c)}")
+            full.append("")
             rows = []
             servers = plain + echo.servers(DEFLATE)
             best_peer = max((echo.val(p, c, "echoes_per_cpu_s") or 0 for p in peers), default=0)
@@ -322,17 +345,15 @@ def loopback_section(echo, meta):
                              f"{float(r['server_user_s']):.2f} + {float(r['server_sys_s']):.2f}",
                              kfmt(v) + (" †" if client_bound(r) else ""),
                              rfmt(ratio(v, best_peer or None)), rfmt(ratio(v, raw))])
-            md.append(table(["server", "msg/s", "MB/s", "p50 / p99 µs", "server CPU s (user + sys)",
-                             "echoes / CPU-s", "/ best peer", "/ raw TCP"], rows))
-            md.append("")
+            full.append(table(["server", "msg/s", "MB/s", "p50 / p99 µs",
+                               "server CPU s (user + sys)", "echoes / CPU-s", "/ best peer",
+                               "/ raw TCP"], rows))
+            full.append("")
 
     if cells_deflate:
-        md.append("### permessage-deflate (context takeover server→client; client messages "
-                  "compressed once, `client_no_context_takeover`)")
-        md.append("")
-        md.append("![compression](echo_deflate.svg)")
-        md.append("")
-        rows = []
+        defl.append("![compression](echo_deflate.svg)")
+        defl.append("")
+        rows, short = [], []
         for c in cells_deflate:
             a = echo.get("rapidws-deflate", c)
             b = echo.get("yawc-deflate", c)
@@ -343,16 +364,22 @@ def loopback_section(echo, meta):
                          f"{float(b['wire_bytes_per_echo']):.0f}" if b else "–",
                          kfmt(float(a["msgs_per_s"])) if a else "–",
                          kfmt(float(b["msgs_per_s"])) if b else "–"])
-        md.append(table(["payload, connections", "rapidws echoes/CPU-s", "yawc echoes/CPU-s",
-                         "rapidws / yawc", "rapidws wire B/echo", "yawc wire B/echo",
-                         "rapidws msg/s", "yawc msg/s"], rows))
-        md.append("")
+            short.append(rows[-1][:6])
+        defl.append(table(["payload, connections", "rapidws echoes/CPU-s", "yawc echoes/CPU-s",
+                         "rapidws / yawc", "rapidws wire B/echo", "yawc wire B/echo"], short))
+        defl.append("")
+        full.append("## permessage-deflate echo")
+        full.append("")
+        full.append(table(["payload, connections", "rapidws echoes/CPU-s", "yawc echoes/CPU-s",
+                           "rapidws / yawc", "rapidws wire B/echo", "yawc wire B/echo",
+                           "rapidws msg/s", "yawc msg/s"], rows))
+        full.append("")
         svg_bars(os.path.join(HERE, "echo_deflate.svg"),
                  "Echoes per server CPU-second, permessage-deflate", "echoes / CPU-s",
                  [cell_label(c) for c in cells_deflate],
                  [(s, [echo.val(s, c, "echoes_per_cpu_s") for c in cells_deflate])
                   for s in echo.servers(DEFLATE)], log=True)
-    return "\n".join(md)
+    return "\n".join(md), "\n".join(pipe), "\n".join(defl)
 
 
 def idle_section(idle, meta):
@@ -386,8 +413,15 @@ def idle_section(idle, meta):
     return "\n".join(md)
 
 
-def targets_section(echo, idle):
-    md = ["### Targets", ""]
+def targets_section(echo, idle, detail=True, kinds=None):
+    """Each target met or not; with `detail`, the cells that miss it too. `kinds` picks the
+    targets of one section of RESULTS.md (echo, pipelined, deflate, idle)."""
+    md = ["### Targets", ""] if kinds is None else ["Targets:", ""]
+
+    def add(kind, line):
+        if kinds is None or kind in kinds:
+            md.append(line)
+
     peers = echo.servers(PEERS)
     for ours in echo.servers(OURS):
         # 1. Every cell at least the best peer (per server CPU-second).
@@ -401,9 +435,10 @@ def targets_section(echo, idle):
             if mine < best:
                 lost.append(f"{cell_label(c)} ({mine / best:.2f}×)")
         if total:
-            md.append(f"- `{ours}`: every cell ≥ best peer in echoes per server CPU-second: "
+            add("echo", f"- `{ours}`: every cell ≥ best peer in echoes per server CPU-second: "
                       f"**{'met' if not lost else 'not met'}** ({total - len(lost)} of {total} "
-                      "cells)" + (f"; behind in: {'; '.join(lost)}" if lost else "") + ".")
+                      "cells)" + (f"; behind in: {'; '.join(lost)}" if lost and detail else "")
+                      + ".")
         # 2. Within 5 % of raw TCP, 16 B..16 KiB at 100 and 1,000 connections.
         near, checked, misses = 0, 0, []
         for c in echo.cells:
@@ -419,12 +454,13 @@ def targets_section(echo, idle):
             else:
                 misses.append(f"{cell_label(c)} ({mine / raw:.2f}×)")
         if checked:
-            md.append(f"- `{ours}`: within 5 % of raw TCP (16 B–16 KiB, 100 and 1,000 "
+            add("echo", f"- `{ours}`: within 5 % of raw TCP (16 B–16 KiB, 100 and 1,000 "
                       f"connections): **{'met' if near == checked else 'not met'}** ({near} of "
-                      f"{checked} cells)" + (f"; {ours} / raw: {'; '.join(misses)}" if misses
-                                              else "") + ".")
+                      f"{checked} cells)" + (f"; {ours} / raw: {'; '.join(misses)}"
+                                              if misses and detail else "") + ".")
     # 3. Pipelined: >= 6x the best peer and >= 0.85x raw TCP, per server CPU-second.
     for ours in echo.servers(PIPELINED_OURS):
+        pipe_met, pipe_n, pipe_notes = 0, 0, []
         for c in echo.cells:
             if c[3] == 1:
                 continue
@@ -434,9 +470,18 @@ def targets_section(echo, idle):
             if not mine or not best or not raw:
                 continue
             met = mine >= 6 * best and mine >= 0.85 * raw
-            md.append(f"- `{ours}`: pipelined ({cell_label(c)}) ≥ 6× best peer and ≥ 0.85× raw "
+            pipe_n += 1
+            pipe_met += met
+            pipe_notes.append(f"{mine / best:.2f}× / {mine / raw:.2f}×")
+            if not detail:
+                continue
+            add("pipelined", f"- `{ours}`: pipelined ({cell_label(c)}) ≥ 6× best peer and ≥ 0.85× raw "
                       f"TCP: **{'met' if met else 'not met'}** ({mine / best:.2f}× best peer, "
                       f"{mine / raw:.2f}× raw TCP, in echoes per server CPU-second).")
+        if pipe_n and not detail:
+            add("pipelined", f"- `{ours}`: pipelined ≥ 6× best peer and ≥ 0.85× raw TCP: "
+                      f"**{'met' if pipe_met == pipe_n else 'not met'}** ({pipe_met} of "
+                      f"{pipe_n} cells; best peer / raw: {', '.join(pipe_notes)}).")
     # 4. Compression >= 3x yawc at no larger wire size.
     good, n, notes = 0, 0, []
     for c in echo.cells:
@@ -452,22 +497,25 @@ def targets_section(echo, idle):
         else:
             notes.append(f"{cell_label(c)} ({r:.2f}×, wire {wa:.0f} vs {wb:.0f} B)")
     if n:
-        md.append(f"- Compression ≥ 3× yawc per server CPU-second at no larger wire size: "
+        add("deflate", f"- Compression ≥ 3× yawc per server CPU-second at no larger wire size: "
                   f"**{'met' if good == n else 'not met'}** ({good} of {n} cells)"
-                  + (f"; short in: {'; '.join(notes)}" if notes else "") + ".")
+                  + (f"; short in: {'; '.join(notes)}" if notes and detail else "") + ".")
     # 5. Idle memory <= 1/10 of tokio-tungstenite.
     per = {r["server"]: float(r["bytes_per_conn"]) for r in idle if int(r["errors"]) == 0}
     if "rapidws" in per and per.get("tokio-tungstenite"):
         r = per["rapidws"] / per["tokio-tungstenite"]
-        md.append(f"- Idle memory per connection ≤ 1/10 of tokio-tungstenite: "
+        add("idle", f"- Idle memory per connection ≤ 1/10 of tokio-tungstenite: "
                   f"**{'met' if r <= 0.1 else 'not met'}** ({per['rapidws'] / 1024:.1f} KiB vs "
                   f"{per['tokio-tungstenite'] / 1024:.1f} KiB, {r:.3f}×).")
+    if kinds is not None:
+        # One paragraph for a section of RESULTS.md; TABLES.md has the list.
+        return "" if len(md) == 2 else "Targets: " + " ".join(line[2:] for line in md[2:])
     if len(md) == 2:
         md.append("_Nothing measured yet._")
     return "\n".join(md)
 
 
-def firehose_section(rows, meta):
+def firehose_section(rows, meta, full):
     md = []
     good = {}
     for r in rows:
@@ -536,8 +584,9 @@ def firehose_section(rows, meta):
         out.append(row)
     md.append(table(hdr, out))
     md.append("")
-    md.append("### Messages per second; client CPU seconds (user + system), server CPU seconds")
-    md.append("")
+    full.append("## Firehose: messages per second; client CPU seconds (user + system), "
+                "server CPU seconds")
+    full.append("")
     out = []
     for size in sizes:
         row = [size]
@@ -552,11 +601,10 @@ def firehose_section(rows, meta):
                 txt += f"; {float(r.get('server_cpu_s') or 0):.2f}"
             row.append(txt)
         out.append(row)
-    md.append(table(["message size (B)"] + clients, out))
-    md.append("")
+    full.append(table(["message size (B)"] + clients, out))
+    full.append("")
     # Targets: >= 2x the best peer at 64 and 256 B; within 2x of frame::scan in memory.
-    md.append("### Targets")
-    md.append("")
+    targets = []
     for size in [s for s in ("64", "256") if s in sizes]:
         best_peer = max((val(p, size) or 0 for p in peers), default=0)
         scan = val("mem-scan", size)
@@ -564,12 +612,17 @@ def firehose_section(rows, meta):
             mine = val(o, size)
             if not mine or not best_peer:
                 continue
-            md.append(f"- `{o}` at {size} B: ≥ 2× the best peer client: "
+            targets.append(f"`{o}` at {size} B: ≥ 2× the best peer client: "
                       f"**{'met' if mine >= 2 * best_peer else 'not met'}** "
                       f"({mine / best_peer:.2f}×); within 2× of `frame::scan` in memory: "
                       + (f"**{'met' if mine >= 0.5 * scan else 'not met'}** "
                          f"({mine / scan:.3f}× of it)." if scan else "not measured."))
-    md.append("")
+    if targets:
+        md.append("Targets: " + " ".join(targets))
+        full.append("## Firehose targets")
+        full.append("")
+        full += [f"- {t}" for t in targets]
+        full.append("")
     series = [(c, [val(c, size) for size in sizes]) for c in clients]
     svg_bars(os.path.join(HERE, "firehose.svg"), "Firehose: messages per client CPU-second",
              "messages / client CPU-s", [f"{size} B" for size in sizes], series, log=True)
@@ -591,13 +644,29 @@ def main():
     idle = load_csv("idle.csv")
     meta_path = os.path.join(RESULTS, "meta.json")
     meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
-    loop_body = loopback_section(echo, meta) + "\n\n" + targets_section(echo, idle)
-    idle_body = idle_section(idle, meta)
-    firehose_body = firehose_section(load_csv("firehose.csv"), meta)
+    full = ["# Loopback benchmark tables in full", "",
+            "<!-- generated by benches/plot.py from benches/results/; do not edit -->", "",
+            f"Command: `{meta.get('command', 'bash benches/run.sh')}` — {meta.get('date', '?')}, "
+            f"git `{meta.get('git', '?')}`. The method, the machine and the headline tables are "
+            "in [benches/RESULTS.md](../RESULTS.md).", ""]
+    echo_md, pipe_md, defl_md = loopback_section(echo, meta, full)
+
+    def with_targets(body, kind):
+        return body.rstrip("\n") + "\n\n" + targets_section(echo, idle, detail=False,
+                                                             kinds={kind})
+
+    blocks = (("loopback", with_targets(echo_md, "echo"), "## Echo matrix"),
+              ("pipelined", with_targets(pipe_md, "pipelined"), "## Pipelined echo"),
+              ("deflate-echo", with_targets(defl_md, "deflate"), "## Echo with permessage-deflate"),
+              ("idle", with_targets(idle_section(idle, meta), "idle"),
+               "## Idle memory per connection"),
+              ("firehose", firehose_section(load_csv("firehose.csv"), meta, full),
+               "## Firehose client"))
+    full.append("## " + targets_section(echo, idle).removeprefix("### "))
+    with open(TABLES_MD, "w") as f:
+        f.write("\n".join(full).rstrip("\n") + "\n")
     text = open(RESULTS_MD).read() if os.path.exists(RESULTS_MD) else "# Benchmark results\n"
-    for name, body, heading in (("loopback", loop_body, "## Loopback echo"),
-                                ("idle", idle_body, "## Idle memory"),
-                                ("firehose", firehose_body, "## Firehose client")):
+    for name, body, heading in blocks:
         new = replace_block(text, name, body)
         if new is None:
             text = (text.rstrip("\n") + f"\n\n{heading}\n\n<!-- BEGIN {name}: generated by "
@@ -607,7 +676,8 @@ def main():
             text = new
     with open(RESULTS_MD, "w") as f:
         f.write(text)
-    print(f"wrote {os.path.relpath(RESULTS_MD)} and the SVG charts", file=sys.stderr)
+    print(f"wrote {os.path.relpath(RESULTS_MD)}, {os.path.relpath(TABLES_MD)} and the SVG charts",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@
 #   fresh firehose_server (core 0) that writes pre-encoded frames in 256 KiB writes, and the
 #   in-memory readers go over the same bytes: messages per client CPU-second;
 # writes the raw rows to benches/results/{echo,idle,firehose}.csv and
-# benches/results/meta.json, and runs benches/plot.py, which regenerates the "Loopback
-# echo", "Idle memory" and "Firehose" sections of benches/RESULTS.md and the SVG charts next
-# to it.
+# benches/results/meta.json, and runs benches/plot.py, which regenerates the generated
+# parts of benches/RESULTS.md (echo matrix, pipelined echo, echo with permessage-deflate,
+# idle memory, firehose client), benches/results/TABLES.md and the SVG charts.
 #
 # Knobs (environment):
 #   WARMUP, MEASURE   seconds per echo cell (default 0.5 and 2)

@@ -11,7 +11,7 @@
 //! temporary directory, so a client can trust it, for example:
 //!
 //! ```text
-//! websocat --ca-file /tmp/wss_server_cert.pem wss://localhost:9443/
+//! websocat --ca-file "${TMPDIR:-/tmp}/wss_server_cert.pem" wss://localhost:9443/
 //! ```
 //!
 //! The TLS configuration is built with the ring provider chosen explicitly

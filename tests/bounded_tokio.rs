@@ -12,9 +12,8 @@
 //! | one byte now and then | `idle_timeout` (progress is a frame, not a byte) | 1001 |
 //!
 //! The timeouts are short here (hundreds of milliseconds) so the whole file takes a few
-//! seconds; the `#[ignore]`d `*_at_full_size` tests run the attacks at the sizes of the
-//! issue that found them (16 MiB messages, 15 MiB fragments from 15 KiB, 5,000
-//! trickling connections): `cargo test --release --test bounded_tokio -- --ignored`.
+//! seconds; the `#[ignore]`d `*_at_full_size` tests run the attacks at full size (16 MiB
+//! messages, 15 MiB fragments from 15 KiB, 5,000 trickling connections): `cargo test --release --test bounded_tokio -- --ignored`.
 //!
 //! Tests run one at a time (a lock): the live-heap figures are the process's.
 #![cfg(all(feature = "tokio", feature = "deflate"))]
@@ -274,7 +273,7 @@ async fn server_blocked_in_send_to_a_peer_that_never_reads_is_dropped_after_keep
     never_reading_clients(4, 8, 2 * MIB, keepalive_config()).await;
 }
 
-/// The issue's shape: 50 peers, 16 MiB messages (800 MiB held before the timers ran in
+/// At full size: 50 peers, 16 MiB messages (800 MiB held before the timers ran in
 /// send), 1 s + 1 s timeouts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "full size: 50 never-reading peers with 16 MiB messages, about 10 s and 2 GiB in a release build"]
@@ -439,7 +438,7 @@ async fn two_thousand_open_compressed_fragments_stay_under_the_budget_and_the_re
     open_fragments_against_our_server(2000, MIB, 64 * MIB).await;
 }
 
-/// The issue's shape: 15 KiB compressed fragments inflating to 15 MiB, the default 1 GiB
+/// At full size: 15 KiB compressed fragments inflating to 15 MiB, the default 1 GiB
 /// budget (its own instance here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "full size: 2,000 connections x 15 MiB fragments against a 1 GiB budget, about 1.3 GiB and 20 s in a release build"]

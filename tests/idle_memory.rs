@@ -3,7 +3,7 @@
 //! bytes live on the server thread; after every connection has echoed one small message
 //! and gone quiet, the growth over the server's heap before the first connection, divided
 //! by the connection count, must stay within budget. This is the cheap local check behind
-//! the RSS figure of `benches/RESULTS.md` ("Idle memory").
+//! the RSS figure of `benches/RESULTS.md` ("Idle memory per connection").
 #![cfg(feature = "tokio")]
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -124,7 +124,7 @@ pub fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
 /// AVX2 and AVX-512, because each header's position depends on the previous frame's
 /// length and the branches of the scalar parser let the CPU run ahead on a predicted
 /// length, where the vector decoder waits for the shuffle and the move out of the vector
-/// register (`benches/RESULTS.md`, Kernels on AVX-512). The entry exists so that tests
+/// register (`benches/RESULTS.md`, "Kernels"). The entry exists so that tests
 /// and benches loop over [`Backend::ALL`] as for the other kernels.
 pub fn scan_with(backend: Backend, buf: &[u8], out: &mut [FrameHeader]) -> Option<Scan> {
     if !backend.is_available() {

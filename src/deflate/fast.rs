@@ -5,7 +5,7 @@
 //! carries a fixed 64 Ki-entry hash head (128 KiB) plus a 64 KiB window and 64 KiB of hash
 //! chains that are slid every 32 KiB of input: about 371 KiB per connection. Every input
 //! byte reads one random hash entry, so with a hundred connections the hash reads miss the
-//! caches (benches/RESULTS.md, issue #9). This encoder keeps per connection what context
+//! caches (benches/RESULTS.md, "Deflate"). This encoder keeps per connection what context
 //! takeover needs and little else:
 //!
 //! - the history: the last `2^window_bits` bytes sent, followed by the bytes being
