@@ -267,7 +267,11 @@ struct Feed {
 #[cfg(feature = "tokio-rustls")]
 type Tls = Option<rapidws::tokio::TlsAcceptor>;
 #[cfg(not(feature = "tokio-rustls"))]
-type Tls = Option<std::convert::Infallible>;
+type Tls = Option<NoTls>;
+/// No TLS in this build: the server is always plain.
+#[cfg(not(feature = "tokio-rustls"))]
+#[derive(Clone)]
+enum NoTls {}
 
 impl TickerServer {
     /// Starts on `addr` (port 0 for any); returns the server and its address.
