@@ -58,6 +58,7 @@
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
 //! | another runtime, or full control | the sans-IO [`Connection`] with the [`handshake`] parsers |
+//! | to port a program from tokio-tungstenite, axum's `ws`, fastwebsockets, tokio-websockets, gws/ews/uWS | the [migration guide](guide::migration): each type and call mapped, and three ported programs |
 //!
 //! The examples below run as doctests; the ones with sockets start their server on
 //! `127.0.0.1:0` in the same program.
@@ -420,10 +421,70 @@ pub mod url;
 
 pub use rapidws_simd as simd;
 
-/// Guides that are not about one item: what changed between releases.
+/// Guides that are not about one item: porting from other WebSocket libraries, and what
+/// changed between releases.
 pub mod guide {
     #[doc = include_str!("docs/CHANGELOG.md")]
     pub mod changelog {}
+
+    // The guide links to the layers of the default features by path; items behind other
+    // features are reference links, to the item with its feature and to docs.rs (which
+    // documents every feature) without it, so `cargo doc` stays free of broken links in
+    // every feature set. Without the default layers the guide is a pointer to docs.rs.
+    #[cfg(all(feature = "tokio", feature = "blocking", feature = "deflate"))]
+    #[doc = include_str!("docs/MIGRATION.md")]
+    #[cfg_attr(feature = "axum", doc = "[axum-mod]: mod@crate::axum")]
+    #[cfg_attr(not(feature = "axum"), doc = concat!("[axum-mod]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/axum/index.html"))]
+    #[cfg_attr(
+        feature = "axum",
+        doc = "[axum-upgrade]: crate::axum::WebSocketUpgrade"
+    )]
+    #[cfg_attr(not(feature = "axum"), doc = concat!("[axum-upgrade]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/axum/struct.WebSocketUpgrade.html"))]
+    #[cfg_attr(
+        feature = "axum",
+        doc = "[axum-headers]: crate::axum::WebSocketUpgrade::headers"
+    )]
+    #[cfg_attr(not(feature = "axum"), doc = concat!("[axum-headers]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/axum/struct.WebSocketUpgrade.html#method.headers"))]
+    #[cfg_attr(feature = "hyper", doc = "[hyper-ws]: crate::hyper::HyperWebSocket")]
+    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-ws]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/type.HyperWebSocket.html"))]
+    #[cfg_attr(feature = "hyper", doc = "[hyper-upgrade]: fn@crate::hyper::upgrade")]
+    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-upgrade]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/fn.upgrade.html"))]
+    #[cfg_attr(
+        feature = "hyper",
+        doc = "[hyper-is-deflate]: crate::hyper::UpgradeFuture::is_deflate"
+    )]
+    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-is-deflate]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/struct.UpgradeFuture.html#method.is_deflate"))]
+    #[cfg_attr(feature = "hyper", doc = "[hyper-refusal]: crate::hyper::Refusal")]
+    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-refusal]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/struct.Refusal.html"))]
+    #[cfg_attr(feature = "rustls", doc = "[tls-mod]: mod@crate::tls")]
+    #[cfg_attr(not(feature = "rustls"), doc = concat!("[tls-mod]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/index.html"))]
+    #[cfg_attr(feature = "rustls", doc = "[with-tls]: crate::ClientConfig::with_tls")]
+    #[cfg_attr(not(feature = "rustls"), doc = concat!("[with-tls]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/config/struct.ClientConfig.html#method.with_tls"))]
+    #[cfg_attr(
+        feature = "tokio-rustls",
+        doc = "[connect-tls]: crate::tokio::connect_tls"
+    )]
+    #[cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[connect-tls]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_tls.html"))]
+    #[cfg_attr(
+        feature = "tokio-rustls",
+        doc = "[accept-tls]: crate::tokio::accept_tls"
+    )]
+    #[cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[accept-tls]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept_tls.html"))]
+    #[cfg_attr(feature = "hub", doc = "[hub-mod]: mod@crate::hub")]
+    #[cfg_attr(not(feature = "hub"), doc = concat!("[hub-mod]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hub/index.html"))]
+    #[cfg_attr(feature = "hub", doc = "[hub-join]: crate::hub::Hub::join")]
+    #[cfg_attr(not(feature = "hub"), doc = concat!("[hub-join]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hub/struct.Hub.html#method.join"))]
+    pub mod migration {}
+
+    #[cfg(not(all(feature = "tokio", feature = "blocking", feature = "deflate")))]
+    #[doc = concat!(
+        "# Migrating to rapidws\n\nPorting from tokio-tungstenite, axum's `extract::ws`, ",
+        "fastwebsockets, tokio-websockets, gws, ews and uWebSockets. The guide needs the ",
+        "default features (`tokio`, `blocking`, `deflate`), which this build lacks: read it ",
+        "on [docs.rs](https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"),
+        "/rapidws/guide/migration/index.html)."
+    )]
+    pub mod migration {}
 }
 
 pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
