@@ -71,8 +71,11 @@ use crate::tokio::{
     self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Message, ServerConfig, WebSocket,
 };
 
-/// Sends from inside a callback. Messages are queued and written, in order, when the
-/// callback returns.
+/// Sends from inside a callback. Messages are queued, in order, when the callback
+/// returns, and leave before the connection next waits for the peer: the replies to every
+/// message that arrived in one read go out together in one vectored write, once no
+/// further whole message is buffered (callbacks are synchronous, so nothing else runs in
+/// between). A [`close`](Self::close) writes everything queued first.
 #[derive(Debug, Default)]
 pub struct Socket {
     outbox: Vec<Message>,
@@ -180,17 +183,19 @@ fn call<H: Handler>(
     catch_unwind(AssertUnwindSafe(|| f(handler, socket))).map_err(|_| Error::Panicked)
 }
 
-/// Writes what a callback queued; true when it asked to close.
+/// Queues what a callback sent (waiting for room in the send queue, not for the socket);
+/// true when it asked to close.
+///
+/// No flush here: the receive that follows writes the queue before it reads or waits,
+/// so the replies to a burst of messages share one `writev` (as uWS corks a socket while
+/// its handler runs). The plain `recv`/`send` loop cannot defer like this: between its
+/// `send` and its next `recv` the application may await anything.
 async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     ws: &mut WebSocket<S>,
     socket: &mut Socket,
 ) -> Result<bool, ws::Error> {
-    let had = !socket.outbox.is_empty();
     for msg in socket.outbox.drain(..) {
         ws.feed(msg).await?;
-    }
-    if had {
-        ws.flush().await?;
     }
     Ok(socket.close.is_some())
 }

@@ -97,16 +97,23 @@ async fn callbacks_run_in_order_with_per_connection_state() {
         .unwrap();
     assert!(r.is_ok(), "{r:?}");
     let log = log.lock().unwrap().clone();
+    // The server's pong is its own control frame: it goes ahead of the replies still
+    // queued from the same read, so where it lands depends on how the reads fell.
+    let pong = log.iter().position(|l| l == "pong b\"p\"");
+    assert!(
+        pong.is_some_and(|i| i > 0 && i < log.len() - 1),
+        "one pong, between open and close: {log:?}"
+    );
+    let data: Vec<&String> = log.iter().filter(|l| !l.starts_with("pong")).collect();
     assert_eq!(
-        log,
+        data,
         vec![
-            "open".to_string(),
-            "msg Text(\"a\")".into(),
-            "pong b\"p\"".into(),
-            "msg Binary(b\"\\x01\\x02\\x03\")".into(),
+            "open",
+            "msg Text(\"a\")",
+            "msg Binary(b\"\\x01\\x02\\x03\")",
             // The server's handler state is per connection: three data messages so far.
-            "msg Text(\"3\")".into(),
-            "close Some(1000) false".into(),
+            "msg Text(\"3\")",
+            "close Some(1000) false",
         ]
     );
 }

@@ -55,6 +55,13 @@ use super::engine::{Engine, Io, PairIo, WriteOnly};
 ///   the answers to a burst of messages in one vectored write, just before it waits for
 ///   the next burst.
 ///
+/// `send` does not defer its write even when more messages are already buffered: between
+/// a `send` and the next `recv` the application may await anything (a database, a
+/// timer, another socket), and a deferred reply would wait with it. A loop whose next
+/// call is always a receive can use `feed` for the same batching; the
+/// [`handler`](crate::handler) API does that for every callback (one write for the
+/// replies to all the messages of one read).
+///
 /// # Closing
 ///
 /// [`close`](Self::close) sends a close frame and waits (within the close timeout) for the
