@@ -69,7 +69,7 @@ fn echoes_with_permessage_deflate_negotiated() {
     );
     let config = client_config().with_deflate(Some(DeflateConfig::default()));
     let mut ws = blocking::connect(&url, &config).unwrap();
-    assert!(ws.is_compressed());
+    assert!(ws.is_deflate());
     let text = "compressible text ".repeat(10_000);
     ws.send_text(&text).unwrap();
     assert_eq!(ws.read().unwrap(), Some(Message::text(text)));

@@ -137,7 +137,15 @@ impl<S: Transport> WebSocket<S> {
         self.conn.role()
     }
 
-    /// Whether permessage-deflate (RFC 7692) was agreed in the handshake.
+    /// Whether permessage-deflate (RFC 7692) was agreed in the handshake (the name every
+    /// other layer uses: `tokio::WebSocket::is_deflate`, `handshake::Response::is_deflate`).
+    pub fn is_deflate(&self) -> bool {
+        self.deflate
+    }
+
+    /// Whether permessage-deflate was agreed; the older name of
+    /// [`is_deflate`](Self::is_deflate).
+    #[deprecated(note = "use `is_deflate`, the name the other layers use")]
     pub fn is_compressed(&self) -> bool {
         self.deflate
     }

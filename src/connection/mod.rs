@@ -339,6 +339,15 @@ impl Connection {
         self.role
     }
 
+    /// Whether permessage-deflate (RFC 7692) is on for this connection (agreed in the
+    /// handshake). Always `false` without feature `deflate`.
+    pub fn is_deflate(&self) -> bool {
+        #[cfg(feature = "deflate")]
+        return self.deflate.is_some();
+        #[cfg(not(feature = "deflate"))]
+        false
+    }
+
     /// The settings.
     pub fn config(&self) -> &Config {
         &self.config

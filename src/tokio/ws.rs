@@ -123,6 +123,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.subprotocol.as_deref()
     }
 
+    /// Whether permessage-deflate (RFC 7692) was agreed in the handshake, in either role.
+    pub fn is_deflate(&self) -> bool {
+        self.engine.conn.is_deflate()
+    }
+
     /// The role of this end.
     pub fn role(&self) -> Role {
         self.engine.conn.role()
