@@ -491,4 +491,4 @@ pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
 pub use config::{ClientConfig, ServerConfig};
 pub use connection::{Budget, Config, Connection, Delivery, Event, PreparedMessage};
 pub use error::{Error, Timeout, TrySendError};
-pub use message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};
+pub use message::{CloseFrame, Compression, FromUtf8Error, Message, MessageRef, Utf8Bytes};
