@@ -10,7 +10,12 @@
 //!   trailing `00 00 ff ff` of the flush's empty stored block is removed. The empty message
 //!   is the single byte `00`. With context takeover the compressor keeps its window across
 //!   messages; without it (our direction's `*_no_context_takeover`, or a pooled compressor)
-//!   it is reset after every message.
+//!   it is reset after every message. Whether a message is compressed at all is the sender
+//!   policy ([`DeflateConfig::min_size`], [`DeflateConfig::predict_incompressible`],
+//!   [`DeflateConfig::skip_if_not_smaller`]) unless the send chose for itself
+//!   ([`Compression`], [`PerMessageDeflate::compress_with`]); a message
+//!   sent uncompressed never enters our compressor, as it never enters the peer's
+//!   inflater.
 //! - Receiving: each frame of a compressed message is inflated as it arrives; after the
 //!   last frame `00 00 ff ff` is appended to the input. The inflater keeps its window across
 //!   messages, which is correct whether or not the peer takes over context. A DEFLATE block
