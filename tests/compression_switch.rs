@@ -425,3 +425,43 @@ fn blocking_ends_switch_compression_per_send_with_context_takeover() {
 fn blocking_ends_switch_compression_per_send_without_context_takeover() {
     blocking_run(false);
 }
+
+// ----- callbacks (`handler::Socket`) -----
+
+struct Greeter;
+
+impl rapidws::handler::Handler for Greeter {
+    fn on_open(&mut self, socket: &mut rapidws::handler::Socket) {
+        socket.send_with(Message::text(quote(5)), Never);
+        socket.send_with(Message::text("hi"), Always);
+        socket.send(Message::text(quote(5)));
+    }
+}
+
+#[tokio::test]
+async fn a_handler_switches_compression_per_send() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay = tap(listener.local_addr().unwrap());
+    let config = ServerConfig::default().with_deflate(Some(DeflateConfig::default()));
+    tokio::spawn(rapidws::handler::serve_handler(listener, config, |_| {
+        Greeter
+    }));
+    let client = ClientConfig::default().with_deflate(Some(DeflateConfig::default()));
+    let url = format!("ws://{}/", relay.addr);
+    let mut ws = bounded(rapidws::tokio::connect(&url, &client))
+        .await
+        .unwrap();
+    for want in [
+        Message::text(quote(5)),
+        Message::text("hi"),
+        Message::text(quote(5)),
+    ] {
+        assert_eq!(bounded(ws.recv()).await.unwrap(), Some(want));
+    }
+    bounded(ws.close(1000, "")).await.unwrap();
+    let rsv1: Vec<bool> = messages(&relay.down.lock().unwrap())
+        .iter()
+        .map(|m| m.rsv1)
+        .collect();
+    assert_eq!(rsv1, [false, true, true]);
+}
