@@ -551,8 +551,9 @@ impl HubBuilder {
     /// application's own format. Called once per publication per node; `None` drops the
     /// publication. The framer also chooses whether subscribers with permessage-deflate
     /// get the message compressed ([`PreparedMessage::with_compression`]): per topic, say,
-    /// or by what the payload is. A [`PreparedMessage`] published as it is keeps its
-    /// own choice for this node's subscribers.
+    /// or by what the payload is. With the default framer, a [`PreparedMessage`]
+    /// published as it is keeps its own choice for this node's subscribers; other nodes
+    /// frame what their broker delivers, and their framer chooses there.
     pub fn framer(
         mut self,
         f: impl Fn(&PublicationRef<'_>) -> Option<PreparedMessage> + Send + Sync + 'static,
@@ -1120,6 +1121,11 @@ impl Shared {
         };
         let reuse = |position: Option<Position>| match (&payload.prepared, position, &self.framer) {
             (Some(m), None, None) => Some(m.clone()),
+            // Framed again for its position: the published message's choice of
+            // compression still holds here.
+            (Some(m), Some(_), None) => self
+                .frame(topic, payload.kind, &payload.data, position)
+                .map(|f| f.with_compression(m.compression())),
             _ => self.frame(topic, payload.kind, &payload.data, position),
         };
         if self.config.history.is_some() {
