@@ -13,26 +13,14 @@ use rapidws::deflate::DeflateConfig;
 use rapidws::tokio::{ClientConfig, Message, MessageKind, ServerConfig};
 use rapidws::{PreparedMessage, blocking};
 
+mod connection_support;
 mod tap_support;
 mod tokio_support;
+use connection_support::quote;
 use tap_support::{messages, tap};
 use tokio_support::{LIMIT, bounded};
 
 // ----- what the sender sends -----
-
-/// A JSON-like message that compresses well and shares most of its text with the
-/// other seeds'.
-fn quote(seed: u32) -> String {
-    (0..24)
-        .map(|i| {
-            format!(
-                r#"{{"sym":"ACME","bid":{},"ask":{},"seq":{i}}},"#,
-                100 + seed * 7 + i,
-                101 + seed
-            )
-        })
-        .collect()
-}
 
 /// One send, through one of the send paths.
 enum Step {

@@ -10,7 +10,7 @@ use rapidws::{CloseFrame, Role};
 
 mod connection_support;
 mod noise;
-use connection_support::drain;
+use connection_support::{drain, quote};
 use noise::noise;
 
 fn conn(role: Role, config: Config) -> Connection {
@@ -251,20 +251,6 @@ fn heads(wire: &[u8]) -> Vec<Head> {
     }
     assert_eq!(at, wire.len(), "the wire ends at a frame boundary");
     out
-}
-
-/// A JSON-like message that compresses well and shares most of its text with the
-/// other seeds'.
-fn quote(seed: u32) -> String {
-    (0..24)
-        .map(|i| {
-            format!(
-                r#"{{"sym":"ACME","bid":{},"ask":{},"seq":{i}}},"#,
-                100 + seed * 7 + i,
-                101 + seed
-            )
-        })
-        .collect()
 }
 
 /// Sends with `send`, moves the bytes to `to`, and returns the one frame's header after
