@@ -68,7 +68,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use crate::tokio::{
-    self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Message, ServerConfig, WebSocket,
+    self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Compression, Message, ServerConfig,
+    WebSocket,
 };
 
 /// Sends from inside a callback. Messages are queued, in order, when the callback
@@ -78,7 +79,7 @@ use crate::tokio::{
 /// between). A [`close`](Self::close) writes everything queued first.
 #[derive(Debug, Default)]
 pub struct Socket {
-    outbox: Vec<Message>,
+    outbox: Vec<(Message, Compression)>,
     close: Option<(CloseCode, String)>,
     subprotocol: Option<String>,
 }
@@ -86,7 +87,15 @@ pub struct Socket {
 impl Socket {
     /// Queues a message (text, binary, ping or pong; a `Close` starts the close handshake).
     pub fn send(&mut self, msg: Message) {
-        self.outbox.push(msg);
+        self.send_with(msg, Compression::Auto);
+    }
+
+    /// Queues a message with the choice of whether it is compressed (see
+    /// [`WebSocket::send_with`]): [`Compression::Never`] sends it as it is,
+    /// [`Compression::Always`] compresses it however short, when permessage-deflate was
+    /// agreed.
+    pub fn send_with(&mut self, msg: Message, compression: Compression) {
+        self.outbox.push((msg, compression));
     }
 
     /// Queues a text message.
@@ -194,8 +203,8 @@ async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     ws: &mut WebSocket<S>,
     socket: &mut Socket,
 ) -> Result<bool, ws::Error> {
-    for msg in socket.outbox.drain(..) {
-        ws.feed(msg).await?;
+    for (msg, compression) in socket.outbox.drain(..) {
+        ws.feed_with(msg, compression).await?;
     }
     Ok(socket.close.is_some())
 }

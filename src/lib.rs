@@ -56,6 +56,7 @@
 //! | WebSockets on an HTTP/2 connection you hold | [`http2::connect`] (feature `http2`) |
 //! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
+//! | to compress one message, or not | [`Compression`]: `Never` or `Always` for one send (`send_with`, `feed_with`, `try_send_with`, `begin_message_with`, [`Connection::send_with`], [`PreparedMessage::with_compression`]) |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
 //! | another runtime, or full control | the sans-IO [`Connection`] with the [`handshake`] parsers |
 //! | to port a program from tokio-tungstenite, axum's `ws`, fastwebsockets, tokio-websockets, gws/ews/uWS | the [migration guide](guide::migration): each type and call mapped, and three ported programs |
@@ -491,4 +492,4 @@ pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
 pub use config::{ClientConfig, ServerConfig};
 pub use connection::{Budget, Config, Connection, Delivery, Event, PreparedMessage};
 pub use error::{Error, Timeout, TrySendError};
-pub use message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};
+pub use message::{CloseFrame, Compression, FromUtf8Error, Message, MessageRef, Utf8Bytes};

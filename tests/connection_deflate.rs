@@ -10,7 +10,7 @@ use rapidws::{CloseFrame, Role};
 
 mod connection_support;
 mod noise;
-use connection_support::drain;
+use connection_support::{drain, quote};
 use noise::noise;
 
 fn conn(role: Role, config: Config) -> Connection {
@@ -188,4 +188,262 @@ fn incompressible_message_goes_with_rsv1_clear_and_text_around_it_still_decodes(
             })]
         );
     }
+}
+
+// ----- the per-send switch (`Compression`) -----
+
+/// A server and a client that agreed `params`, with the default deflate settings (a
+/// 128-byte threshold, the incompressibility test on).
+fn agreed(params: DeflateParams) -> (Connection, Connection) {
+    let settings = DeflateConfig::default();
+    let now = Instant::now();
+    let mut server = Connection::new(Role::Server, Config::default(), now);
+    let mut client = Connection::new(Role::Client, Config::default(), now);
+    server.set_deflate(PerMessageDeflate::new(Role::Server, params, &settings));
+    client.set_deflate(PerMessageDeflate::new(Role::Client, params, &settings));
+    (server, client)
+}
+
+/// The four agreements: context takeover both ways, neither way, and one way each.
+fn agreements() -> [DeflateParams; 4] {
+    [(false, false), (true, false), (false, true), (true, true)].map(|(s, c)| DeflateParams {
+        server_no_context_takeover: s,
+        client_no_context_takeover: c,
+        ..DeflateParams::default()
+    })
+}
+
+/// One frame on the wire: its first header byte and its payload length.
+#[derive(Debug)]
+struct Head {
+    b0: u8,
+    len: usize,
+}
+
+impl Head {
+    fn rsv1(&self) -> bool {
+        self.b0 & 0x40 != 0
+    }
+}
+
+/// The frame headers in `wire` (masked or not).
+fn heads(wire: &[u8]) -> Vec<Head> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < wire.len() {
+        let b1 = wire[at + 1];
+        let (len, mut next) = match b1 & 0x7f {
+            126 => (
+                usize::from(u16::from_be_bytes([wire[at + 2], wire[at + 3]])),
+                at + 4,
+            ),
+            127 => {
+                let len = u64::from_be_bytes(wire[at + 2..at + 10].try_into().unwrap());
+                (len as usize, at + 10)
+            }
+            n => (usize::from(n), at + 2),
+        };
+        if b1 & 0x80 != 0 {
+            next += 4;
+        }
+        out.push(Head { b0: wire[at], len });
+        at = next + len;
+    }
+    assert_eq!(at, wire.len(), "the wire ends at a frame boundary");
+    out
+}
+
+/// Sends with `send`, moves the bytes to `to`, and returns the one frame's header after
+/// checking that `to` got `want`.
+fn one(
+    from: &mut Connection,
+    to: &mut Connection,
+    send: impl FnOnce(&mut Connection) -> Result<(), rapidws::connection::SendError>,
+    want: Result<OwnedEvent, Error>,
+) -> Head {
+    send(from).unwrap();
+    let wire = wire_of(from);
+    to.handle_bytes(Instant::now(), &wire);
+    assert_eq!(drain(to), vec![want]);
+    let mut heads = heads(&wire);
+    assert_eq!(heads.len(), 1, "one frame per message");
+    heads.remove(0)
+}
+
+fn binary(data: &[u8]) -> Result<OwnedEvent, Error> {
+    Ok(OwnedEvent::Message {
+        kind: MessageKind::Binary,
+        data: bytes::Bytes::copy_from_slice(data),
+    })
+}
+
+#[test]
+fn a_message_sent_uncompressed_keeps_rsv1_clear_and_the_next_compressed_one_inflates() {
+    use rapidws::Compression::{Always, Auto, Never};
+    for params in agreements() {
+        for role in [Role::Server, Role::Client] {
+            let (mut server, mut client) = agreed(params);
+            let takeover = match role {
+                Role::Server => !params.server_no_context_takeover,
+                Role::Client => !params.client_no_context_takeover,
+            };
+            let (from, to) = match role {
+                Role::Server => (&mut server, &mut client),
+                Role::Client => (&mut client, &mut server),
+            };
+            let ctx = format!("{role:?} sending, {params:?}");
+            let (a, b) = (quote(1), quote(2));
+
+            let first = one(from, to, |c| c.send_text(&a), text(&a));
+            assert_eq!(first.b0, 0xc1, "{ctx}: FIN + RSV1 + text");
+            assert!(first.len < a.len() / 2, "{ctx}");
+
+            // `b` goes as it is; our compressor must not see it, since the peer's
+            // inflater will not.
+            let plain = one(
+                from,
+                to,
+                |c| c.send_with(MessageKind::Text, b.as_bytes(), Never),
+                text(&b),
+            );
+            assert_eq!(plain.b0, 0x81, "{ctx}: FIN + text, RSV1 clear");
+            assert_eq!(plain.len, b.len(), "{ctx}: the payload as it is");
+
+            // Had the compressor seen `b`, this would refer back to bytes the peer
+            // never inflated, and come out wrong or fail.
+            let again = one(
+                from,
+                to,
+                |c| c.send_with(MessageKind::Text, b.as_bytes(), Auto),
+                text(&b),
+            );
+            assert!(again.rsv1(), "{ctx}");
+
+            // `a` once more: with context takeover it refers back to the first message
+            // (a few bytes); without, the compressor starts afresh and makes the same
+            // bytes as the first time.
+            let repeat = one(from, to, |c| c.send_text(&a), text(&a));
+            assert!(repeat.rsv1(), "{ctx}");
+            if takeover {
+                assert!(
+                    repeat.len < first.len / 4,
+                    "{ctx}: {} vs {}",
+                    repeat.len,
+                    first.len
+                );
+            } else {
+                assert_eq!(repeat.len, first.len, "{ctx}");
+            }
+
+            // Under the threshold, and random: compressed all the same when asked.
+            let tiny = one(
+                from,
+                to,
+                |c| c.send_with(MessageKind::Binary, b"tick", Always),
+                binary(b"tick"),
+            );
+            assert_eq!(tiny.b0, 0xc2, "{ctx}: FIN + RSV1 + binary");
+            let random = noise(2048, 7);
+            let forced = one(
+                from,
+                to,
+                |c| c.send_with(MessageKind::Binary, &random, Always),
+                binary(&random),
+            );
+            assert!(forced.rsv1(), "{ctx}");
+            // The incompressibility test still applies when not overridden.
+            let skipped = one(from, to, |c| c.send_binary(&random), binary(&random));
+            assert_eq!(skipped.b0, 0x82, "{ctx}");
+
+            // The owned-payload form, both ways.
+            let owned = one(
+                from,
+                to,
+                |c| c.send_bytes_with(MessageKind::Text, a.clone().into(), Never),
+                text(&a),
+            );
+            assert_eq!(owned.b0, 0x81, "{ctx}");
+            let owned = one(
+                from,
+                to,
+                |c| {
+                    c.send_bytes_with(
+                        MessageKind::Binary,
+                        bytes::Bytes::from_static(b"tock"),
+                        Always,
+                    )
+                },
+                binary(b"tock"),
+            );
+            assert_eq!(owned.b0, 0xc2, "{ctx}");
+
+            let last = one(from, to, |c| c.send_text(&b), text(&b));
+            assert!(last.rsv1(), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn a_fragmented_message_sent_uncompressed_keeps_rsv1_clear_on_every_frame() {
+    use rapidws::Compression::{Always, Never};
+    for params in agreements() {
+        for role in [Role::Server, Role::Client] {
+            let (mut server, mut client) = agreed(params);
+            let (from, to) = match role {
+                Role::Server => (&mut server, &mut client),
+                Role::Client => (&mut client, &mut server),
+            };
+            let ctx = format!("{role:?} sending, {params:?}");
+            let (a, b) = (quote(3), quote(4));
+            from.send_text(&a).unwrap();
+
+            from.begin_message_with(MessageKind::Text, Never).unwrap();
+            from.send_chunk(&b.as_bytes()[..100]).unwrap();
+            from.send_chunk(&b.as_bytes()[100..500]).unwrap();
+            from.end_message(&b.as_bytes()[500..]).unwrap();
+            // Compressed as a whole when asked to (as by default), however short.
+            from.begin_message_with(MessageKind::Binary, Always)
+                .unwrap();
+            from.end_message(b"ab").unwrap();
+            from.send_text(&b).unwrap();
+
+            let wire = wire_of(from);
+            let firsts: Vec<u8> = heads(&wire).iter().map(|h| h.b0).collect();
+            assert_eq!(
+                firsts,
+                [0xc1, 0x01, 0x00, 0x80, 0xc2, 0xc1],
+                "{ctx}: compressed, three plain fragments, compressed, compressed"
+            );
+            to.handle_bytes(Instant::now(), &wire);
+            assert_eq!(
+                drain(to),
+                vec![text(&a), text(&b), binary(b"ab"), text(&b)],
+                "{ctx}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_switch_is_ignored_without_permessage_deflate() {
+    use rapidws::Compression::Always;
+    let now = Instant::now();
+    let mut server = Connection::new(Role::Server, Config::default(), now);
+    let mut client = Connection::new(Role::Client, Config::default(), now);
+    let a = quote(5);
+    let head = one(
+        &mut server,
+        &mut client,
+        |c| c.send_with(MessageKind::Text, a.as_bytes(), Always),
+        text(&a),
+    );
+    assert_eq!((head.b0, head.len), (0x81, a.len()));
+    client
+        .begin_message_with(MessageKind::Binary, Always)
+        .unwrap();
+    client.end_message(b"xyz").unwrap();
+    let wire = wire_of(&mut client);
+    assert_eq!(wire[0], 0x82);
+    server.handle_bytes(now, &wire);
+    assert_eq!(drain(&mut server), vec![binary(b"xyz")]);
 }

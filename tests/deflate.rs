@@ -872,3 +872,80 @@ fn level_1_is_no_larger_than_miniz_oxide_level_1_on_json_like_text() {
         );
     }
 }
+
+// --- the per-send switch (`compress_with`) ---------------------------------------------------
+
+#[test]
+fn compress_with_never_leaves_the_window_as_the_peer_has_it() {
+    use rapidws::Compression;
+    let (mut server, mut client) = pair(params(false, false, 15, 15), &DeflateConfig::default());
+    let a = "the first message, which both windows hold ".repeat(8);
+    let b = "a second message the peer gets as it is ".repeat(8);
+    let first = compress(&mut server, a.as_bytes());
+    assert_eq!(inflate(&mut client, &[&first]).unwrap(), a.as_bytes());
+    let mut out = Vec::new();
+    assert!(
+        !server
+            .compress_with(b.as_bytes(), &mut out, Compression::Never)
+            .unwrap()
+    );
+    assert!(
+        out.is_empty(),
+        "nothing written for an uncompressed message"
+    );
+    // `a` again refers back to the first message only, as the peer can follow.
+    let again = compress(&mut server, a.as_bytes());
+    assert!(again.len() < 16, "{} bytes: a back-reference", again.len());
+    assert_eq!(inflate(&mut client, &[&again]).unwrap(), a.as_bytes());
+}
+
+#[test]
+fn compress_with_always_overrides_threshold_predictor_and_skip_if_not_smaller() {
+    use rapidws::Compression;
+    let settings = DeflateConfig::default().skip_if_not_smaller(true);
+    let (mut server, mut client) = pair(params(false, false, 15, 15), &settings);
+    let random = noise(4096, 11);
+    for payload in [&b""[..], b"tiny", &random] {
+        let mut out = Vec::new();
+        assert!(
+            !server.compress(payload, &mut out).unwrap(),
+            "the settings skip it"
+        );
+        assert!(
+            server
+                .compress_with(payload, &mut out, Compression::Always)
+                .unwrap()
+        );
+        assert_eq!(inflate(&mut client, &[&out]).unwrap(), payload);
+    }
+    let text = "compressible ".repeat(40);
+    assert!(compress(&mut server, text.as_bytes()).len() < text.len() / 4);
+}
+
+#[test]
+fn compress_with_always_cannot_compress_at_an_agreed_8_bit_window() {
+    use rapidws::Compression;
+    let (mut server, _) = pair(params(false, false, 8, 15), &config());
+    let mut out = Vec::new();
+    let text = "compressible ".repeat(40);
+    assert!(
+        !server
+            .compress_with(text.as_bytes(), &mut out, Compression::Always)
+            .unwrap()
+    );
+    assert!(out.is_empty());
+    assert_eq!(
+        server.prepared_window_bits_with(text.len(), Compression::Always),
+        None
+    );
+    let (server, _) = pair(params(false, false, 15, 15), &DeflateConfig::default());
+    assert_eq!(
+        server.prepared_window_bits_with(4, Compression::Always),
+        Some(15)
+    );
+    assert_eq!(server.prepared_window_bits_with(4, Compression::Auto), None);
+    assert_eq!(
+        server.prepared_window_bits_with(4096, Compression::Never),
+        None
+    );
+}

@@ -2,6 +2,7 @@
 //! WebSocket clients on loopback: fan-out, exclusion, slow consumers, history recovery
 //! and bad broker input.
 mod hub_support;
+mod tap_support;
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, OnceLock};
@@ -496,4 +497,43 @@ async fn bad_broker_input_is_dropped_and_counted() {
     let m = node.hub.metrics();
     assert_eq!(m.broker_invalid, n);
     assert_eq!(m.remote_publications, 1);
+}
+
+/// A prepared message published with `Compression::Never` reaches a subscriber that
+/// agreed permessage-deflate with RSV1 clear (also when the hub frames it again for its
+/// position in the history ring), and the compressed publications after it still inflate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_prepared_message_keeps_its_choice_of_compression() {
+    use rapidws::{Compression, PreparedMessage};
+    for history in [false, true] {
+        let config = if history {
+            HubConfig::default().with_history(Some(HistoryConfig::default().with_capacity(50)))
+        } else {
+            HubConfig::default()
+        };
+        let node = Node::start(move || Hub::builder().config(config), server_config());
+        let relay = tap_support::tap(node.addr);
+        let mut ws = subscriber(relay.addr, "room", true).await;
+        until("subscribed", || node.hub.metrics().subscribers("room") == 1).await;
+        let text = "{\"sym\":\"ACME\",\"bid\":101.25,\"ask\":101.5}".repeat(20);
+        let plain = PreparedMessage::text(&text).with_compression(Compression::Never);
+        node.hub.publish("room", plain).unwrap();
+        node.hub
+            .publish("room", PreparedMessage::text(&text))
+            .unwrap();
+        node.hub.publish("room", text.as_str()).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                bounded(ws.recv()).await.unwrap(),
+                Some(Message::text(text.as_str()))
+            );
+        }
+        let rsv1: Vec<bool> = tap_support::messages(&relay.down.lock().unwrap())
+            .iter()
+            .map(|m| m.rsv1)
+            .collect();
+        // "ready" (short: uncompressed), then the three publications.
+        assert_eq!(rsv1, [false, false, true, true], "history {history}");
+        bounded(ws.close(1000, "")).await.unwrap();
+    }
 }

@@ -9,7 +9,10 @@
 //! echoed; then a ping answered by a pong, and a clean close with 1000. The peer's side checks the echoes; ours checks
 //! what arrived. A recording proxy sits between the two ends and parses the frames on the
 //! wire, so the tests also prove what was negotiated, which messages went compressed
-//! (RSV1) and which close codes crossed.
+//! (RSV1) and which close codes crossed. Two more runs switch compression per message on
+//! our end (`Compression::Never`, `Auto`, `Always` in turn; our server against Python, our
+//! client against Node): the messages sent uncompressed go with RSV1 clear and the peer
+//! still inflates the compressed ones after them, with context takeover.
 //!
 //! Then the limits, through `examples/echo_server` at its defaults (the binary `cargo test
 //! --workspace` builds): each peer sends 16 MiB of incompressible bytes compressed in one
@@ -31,7 +34,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rapidws::deflate::DeflateConfig;
-use rapidws::tokio::{ClientConfig, Config, Message, MessageKind, ServerConfig, accept, connect};
+use rapidws::tokio::{
+    ClientConfig, Compression, Config, Message, MessageKind, ServerConfig, accept, connect,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
@@ -93,6 +98,14 @@ fn script() -> Vec<Message> {
             ]
         })
         .clone()
+}
+
+/// With the per-send switch on, how our end sends message `i` of the script (and its
+/// echo): uncompressed, as the settings say (compressed, with `deflate()`), forced
+/// compressed, in turn. The peer's inflater then meets uncompressed messages between
+/// compressed ones, with context takeover.
+fn switch_choice(i: usize) -> Compression {
+    [Compression::Never, Compression::Auto, Compression::Always][i % 3]
 }
 
 trait TextBytes {
@@ -446,10 +459,11 @@ fn header_value<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Checks both directions carried the script's messages, compressed or not as agreed, the
-/// fragmented one in at least `client_fragments` frames from the client, a ping and its
-/// pong, and a 1000 close each way.
-fn check_wire(wire: &Wire, compression: bool, client_fragments: usize) {
+/// Checks both directions carried the script's messages, compressed or not as agreed (in
+/// direction `switched`, as [`switch_choice`] says), the fragmented one in at least
+/// `client_fragments` frames from the client, a ping and its pong, and a 1000 close each
+/// way.
+fn check_wire(wire: &Wire, compression: bool, client_fragments: usize, switched: Option<&str>) {
     let ext = header_value(&wire.from_server.head, "sec-websocket-extensions");
     eprintln!(
         "offered: {:?}; agreed: {ext:?}",
@@ -488,6 +502,9 @@ fn check_wire(wire: &Wire, compression: bool, client_fragments: usize) {
             "{dir}: messages on the wire: {:?}",
             log.messages
         );
+        let rsv1 = |i: usize| {
+            compression && (switched != Some(dir) || switch_choice(i) != Compression::Never)
+        };
         for (i, (m, want)) in log.messages.iter().zip(&expected).enumerate() {
             let opcode = if matches!(want, Message::Text(_)) {
                 1
@@ -497,11 +514,11 @@ fn check_wire(wire: &Wire, compression: bool, client_fragments: usize) {
             assert_eq!(m.opcode, opcode, "{dir}: message {i} opcode");
             assert_eq!(
                 m.compressed,
-                compression,
+                rsv1(i),
                 "{dir}: message {i} ({}) RSV1",
                 describe(want)
             );
-            if !compression {
+            if !rsv1(i) {
                 assert_eq!(m.wire_len, want.len() as u64, "{dir}: message {i} length");
             }
             assert!(
@@ -520,7 +537,7 @@ fn check_wire(wire: &Wire, compression: bool, client_fragments: usize) {
         if compression {
             // The empty messages went compressed: RFC 7692 7.2.3.6's single 0x00 byte (or
             // nothing at all, which also inflates to nothing).
-            for i in [EMPTY_TEXT, EMPTY_BINARY] {
+            for i in [EMPTY_TEXT, EMPTY_BINARY].into_iter().filter(|&i| rsv1(i)) {
                 assert!(
                     log.messages[i].compressed && log.messages[i].wire_len <= 1,
                     "{dir}: empty message {i} on the wire: {:?}",
@@ -553,9 +570,10 @@ fn deflate() -> DeflateConfig {
         .predict_incompressible(false)
 }
 
-/// Our server for one connection: checks each message against the script, echoes it, and
-/// returns the close frame's code once the connection has ended cleanly.
-async fn our_server(listener: TcpListener) -> Option<u16> {
+/// Our server for one connection: checks each message against the script, echoes it
+/// (compressed as [`switch_choice`] says, with `switch`), and returns the close frame's
+/// code once the connection has ended cleanly.
+async fn our_server(listener: TcpListener, switch: bool) -> Option<u16> {
     let config = ServerConfig::default()
         .with_connection(connection_config())
         .with_deflate(Some(deflate()));
@@ -581,7 +599,12 @@ async fn our_server(listener: TcpListener) -> Option<u16> {
                     describe(&data),
                     describe(&want)
                 );
-                ws.send(data).await.expect("server echo");
+                let choice = if switch {
+                    switch_choice(i)
+                } else {
+                    Compression::Auto
+                };
+                ws.send_with(data, choice).await.expect("server echo");
             }
         }
     }
@@ -593,14 +616,19 @@ async fn our_server(listener: TcpListener) -> Option<u16> {
     close
 }
 
-/// A peer's client against our server, through the proxy; the wire record, or `None` when
-/// the peer is not installed.
-async fn peer_client_against_our_server(peer: Peer, compression: bool, test: &str) -> Option<Wire> {
+/// A peer's client against our server (its echoes switched per message with `switch`),
+/// through the proxy; the wire record, or `None` when the peer is not installed.
+async fn peer_client_against_our_server(
+    peer: Peer,
+    compression: bool,
+    switch: bool,
+    test: &str,
+) -> Option<Wire> {
     let program = installed(peer, test)?;
     let _serial = SERIAL.lock().await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server_port = listener.local_addr().unwrap().port();
-    let server = tokio::spawn(our_server(listener));
+    let server = tokio::spawn(our_server(listener, switch));
     let proxy = Proxy::start(server_port).await;
     let url = format!("ws://127.0.0.1:{}/", proxy.port);
     peer.run_client(&program, &url, compression).await;
@@ -610,12 +638,13 @@ async fn peer_client_against_our_server(peer: Peer, compression: bool, test: &st
         .unwrap();
     assert_eq!(close, Some(1000), "the close code our server received");
     let wire = proxy.finish().await;
-    check_wire(&wire, compression, 3);
+    check_wire(&wire, compression, 3, switch.then_some("server to client"));
     Some(wire)
 }
 
-/// Our client against a peer's echo server, through the proxy.
-async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &str) {
+/// Our client against a peer's echo server (its messages switched per message with
+/// `switch`), through the proxy.
+async fn our_client_against_peer_server(peer: Peer, compression: bool, switch: bool, test: &str) {
     let Some(program) = installed(peer, test) else {
         return;
     };
@@ -632,9 +661,16 @@ async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &st
     tokio::time::timeout(TEST_LIMIT, async {
         let mut ws = connect(&url, &config).await.expect("connect");
         for (i, msg) in script().into_iter().enumerate() {
+            let choice = if switch {
+                switch_choice(i)
+            } else {
+                Compression::Auto
+            };
             if i == FRAGMENTED {
                 let bytes = msg.as_text_bytes();
-                let mut w = ws.begin_message(MessageKind::Text).expect("begin");
+                let mut w = ws
+                    .begin_message_with(MessageKind::Text, choice)
+                    .expect("begin");
                 w.send_chunk(&bytes[..CUTS[0]]).await.expect("fragment");
                 w.send_chunk(&bytes[CUTS[0]..CUTS[1]])
                     .await
@@ -642,7 +678,7 @@ async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &st
                 w.finish(&bytes[CUTS[1]..]).await.expect("last fragment");
                 ws.flush().await.expect("flush");
             } else {
-                ws.send(msg.clone()).await.expect("send");
+                ws.send_with(msg.clone(), choice).await.expect("send");
             }
             let echo = loop {
                 match ws.recv().await.expect("recv") {
@@ -675,10 +711,13 @@ async fn our_client_against_peer_server(peer: Peer, compression: bool, test: &st
     .expect("the run did not finish in time");
     // Compressing, our sender holds small fragments until zlib emits output, so the three
     // short fragments may leave as one frame.
+    let compressed_fragments =
+        compression && !(switch && switch_choice(FRAGMENTED) == Compression::Never);
     check_wire(
         &proxy.finish().await,
         compression,
-        if compression { 1 } else { 3 },
+        if compressed_fragments { 1 } else { 3 },
+        switch.then_some("client to server"),
     );
 }
 
@@ -844,49 +883,66 @@ async fn node_still_sending_reads_our_close_code_20_of_20() {
 
 #[tokio::test]
 async fn python_client_talks_to_our_server_with_deflate() {
-    peer_client_against_our_server(Peer::Python, true, "python_client_with_deflate").await;
+    peer_client_against_our_server(Peer::Python, true, false, "python_client_with_deflate").await;
 }
 
 #[tokio::test]
 async fn python_client_talks_to_our_server_without_deflate() {
-    peer_client_against_our_server(Peer::Python, false, "python_client_without_deflate").await;
+    peer_client_against_our_server(Peer::Python, false, false, "python_client_without_deflate")
+        .await;
 }
 
 #[tokio::test]
 async fn node_client_talks_to_our_server_with_deflate() {
-    peer_client_against_our_server(Peer::Node, true, "node_client_with_deflate").await;
+    peer_client_against_our_server(Peer::Node, true, false, "node_client_with_deflate").await;
 }
 
 #[tokio::test]
 async fn node_client_talks_to_our_server_without_deflate() {
-    peer_client_against_our_server(Peer::Node, false, "node_client_without_deflate").await;
+    peer_client_against_our_server(Peer::Node, false, false, "node_client_without_deflate").await;
 }
 
 #[tokio::test]
 async fn our_client_talks_to_python_server_with_deflate() {
-    our_client_against_peer_server(Peer::Python, true, "python_server_with_deflate").await;
+    our_client_against_peer_server(Peer::Python, true, false, "python_server_with_deflate").await;
 }
 
 #[tokio::test]
 async fn our_client_talks_to_python_server_without_deflate() {
-    our_client_against_peer_server(Peer::Python, false, "python_server_without_deflate").await;
+    our_client_against_peer_server(Peer::Python, false, false, "python_server_without_deflate")
+        .await;
 }
 
 #[tokio::test]
 async fn our_client_talks_to_node_server_with_deflate() {
-    our_client_against_peer_server(Peer::Node, true, "node_server_with_deflate").await;
+    our_client_against_peer_server(Peer::Node, true, false, "node_server_with_deflate").await;
 }
 
 #[tokio::test]
 async fn our_client_talks_to_node_server_without_deflate() {
-    our_client_against_peer_server(Peer::Node, false, "node_server_without_deflate").await;
+    our_client_against_peer_server(Peer::Node, false, false, "node_server_without_deflate").await;
+}
+
+/// The per-send switch against real inflaters with context takeover: our end sends every
+/// third message uncompressed (RSV1 clear on the wire) between compressed ones, and the
+/// peer still inflates every compressed one (it checks each echo, or echoes what it
+/// inflated). Our server against Python, our client against Node: each run moves the
+/// script's 16 MiB both ways, so the other two pairings would only add time.
+#[tokio::test]
+async fn python_client_inflates_our_server_after_uncompressed_messages() {
+    peer_client_against_our_server(Peer::Python, true, true, "python_client_switched").await;
+}
+
+#[tokio::test]
+async fn node_server_inflates_our_client_after_uncompressed_messages() {
+    our_client_against_peer_server(Peer::Node, true, true, "node_server_switched").await;
 }
 
 #[tokio::test]
 #[ignore = "known: with `predict_incompressible` off (as `deflate()` sets it here) zlib-rs level 1 (fixed-Huffman quick strategy) makes incompressible data 5.5 % larger (17,694,554 wire bytes for 16 MiB; Python websockets 16,818,182, Node ws 16,782,342); the default predictor sends such messages uncompressed (tests/deflate.rs)"]
 async fn compressing_incompressible_data_costs_at_most_one_percent() {
     let Some(wire) =
-        peer_client_against_our_server(Peer::Python, true, "incompressible_overhead").await
+        peer_client_against_our_server(Peer::Python, true, false, "incompressible_overhead").await
     else {
         return;
     };

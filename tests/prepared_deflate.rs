@@ -305,3 +305,144 @@ fn incompressible_prepared_message_goes_out_plain() {
     assert_eq!(got.len(), 2);
     assert!(got.iter().all(|(_, d)| d[..] == data[..]));
 }
+
+// ----- the per-send switch (`Compression`) -----
+
+/// Prepared and ordinary messages, each with a seeded choice of [`Compression`], from
+/// `role` to its peer: one sent with `Never` has RSV1 clear, one with `Always` has it
+/// set, and every message decodes, so the two ends' windows never part.
+fn switched_run(params: DeflateParams, role: Role, seed: u64, rounds: usize) {
+    use rapidws::Compression;
+    let (mut server, mut client) = pair(Some(params));
+    let (from, to) = match role {
+        Role::Server => (&mut server, &mut client),
+        Role::Client => (&mut client, &mut server),
+    };
+    let mut g = Gen(seed);
+    let (mut plain, mut compressed) = (0, 0);
+    for round in 0..rounds {
+        let text = if g.next().is_multiple_of(5) {
+            "tiny".to_string()
+        } else {
+            g.message()
+        };
+        let choice =
+            [Compression::Auto, Compression::Never, Compression::Always][(g.next() % 3) as usize];
+        let prepared = g.next().is_multiple_of(2);
+        if prepared {
+            let msg = PreparedMessage::text(&text).with_compression(choice);
+            from.send_prepared(&msg).unwrap();
+        } else {
+            from.send_with(MessageKind::Text, text.as_bytes(), choice)
+                .unwrap();
+        }
+        let wire = pump(from, to);
+        let ctx = format!(
+            "{role:?}, {params:?}, seed {seed}, round {round}, {choice:?}, prepared {prepared}"
+        );
+        match choice {
+            Compression::Never => assert_eq!(wire[0], 0x81, "{ctx}: RSV1 clear"),
+            Compression::Always => assert_eq!(wire[0], 0xc1, "{ctx}: RSV1 set"),
+            _ => {}
+        }
+        if wire[0] & 0x40 == 0 {
+            plain += 1;
+        } else {
+            compressed += 1;
+        }
+        let got = received(to);
+        assert_eq!(got.len(), 1, "{ctx}");
+        assert_eq!(&got[0].1[..], text.as_bytes(), "{ctx}");
+    }
+    assert!(plain > 0 && compressed > 0, "both kinds went out");
+}
+
+#[test]
+fn prepared_and_ordinary_messages_with_a_switch_decode_with_and_without_context_takeover() {
+    for (snct, cnct) in [(false, false), (true, true), (true, false), (false, true)] {
+        for bits in [15, 9] {
+            let params = DeflateParams {
+                server_no_context_takeover: snct,
+                client_no_context_takeover: cnct,
+                server_max_window_bits: bits,
+                client_max_window_bits: bits,
+            };
+            for seed in 0..6 {
+                switched_run(params, Role::Server, seed, 60);
+                switched_run(params, Role::Client, seed, 60);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_prepared_message_built_uncompressed_goes_as_its_plain_frame() {
+    use rapidws::Compression;
+    let (mut server, mut client) = pair(Some(params(false, 15)));
+    let text = "a broadcast that deflate would shrink a lot ".repeat(40);
+    let shared = PreparedMessage::text(&text);
+    let plain = shared.clone().with_compression(Compression::Never);
+    assert_eq!(plain.compression(), Compression::Never);
+    assert_eq!(
+        shared.compression(),
+        Compression::Auto,
+        "the original is unchanged"
+    );
+
+    server.send_prepared(&plain).unwrap();
+    let wire = pump(&mut server, &mut client);
+    assert_eq!(
+        &wire[..],
+        &plain.frame()[..],
+        "the shared plain frame, RSV1 clear"
+    );
+    // The same message, as prepared by default, still goes compressed, and so does the
+    // next ordinary message, which refers back to it.
+    server.send_prepared(&shared).unwrap();
+    let wire = pump(&mut server, &mut client);
+    assert_eq!(wire[0], 0xc1);
+    assert!(wire.len() < text.len() / 4);
+    server.send_text(&text).unwrap();
+    let wire = pump(&mut server, &mut client);
+    assert_eq!(wire[0], 0xc1);
+    assert!(
+        wire.len() < 40,
+        "{} bytes: refers back to the prepared message",
+        wire.len()
+    );
+    let got = received(&mut client);
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|(_, data)| &data[..] == text.as_bytes()));
+
+    // A client masks every frame itself: the switch holds there too.
+    client.send_prepared(&plain).unwrap();
+    let wire = pump(&mut client, &mut server);
+    assert_eq!(wire[0], 0x81);
+    let tiny = PreparedMessage::text("hi").with_compression(Compression::Always);
+    client.send_prepared(&tiny).unwrap();
+    let wire = pump(&mut client, &mut server);
+    assert_eq!(wire[0], 0xc1);
+    let got = received(&mut server);
+    assert_eq!(&got[0].1[..], text.as_bytes());
+    assert_eq!(&got[1].1[..], b"hi");
+}
+
+#[test]
+fn a_prepared_message_forced_compressed_goes_compressed_below_the_threshold() {
+    use rapidws::Compression;
+    let (mut server, mut client) = pair(Some(params(false, 15)));
+    // Under `min_size` (16 here) and not shrunk by deflate: plain unless forced.
+    let tiny = PreparedMessage::text("tick");
+    server.send_prepared(&tiny).unwrap();
+    assert_eq!(pump(&mut server, &mut client)[0], 0x81);
+    server
+        .send_prepared(&tiny.clone().with_compression(Compression::Always))
+        .unwrap();
+    assert_eq!(pump(&mut server, &mut client)[0], 0xc1);
+    server.send_text(&"tick tock ".repeat(30)).unwrap();
+    pump(&mut server, &mut client);
+    let got = received(&mut client);
+    assert_eq!(got.len(), 3);
+    assert_eq!(&got[1].1[..], b"tick");
+    assert_eq!(&got[2].1[..], "tick tock ".repeat(30).as_bytes());
+}

@@ -74,4 +74,4 @@ pub use crate::codec::{CloseCode, MessageKind};
 pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::{Config, Delivery};
 pub use crate::error::{Error, Timeout};
-pub use crate::message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};
+pub use crate::message::{CloseFrame, Compression, FromUtf8Error, Message, MessageRef, Utf8Bytes};

@@ -11,7 +11,7 @@ use crate::connection::{Config, Connection, SendError};
 #[cfg(feature = "deflate")]
 use crate::deflate::{DeflateConfig, DeflateParams};
 use crate::error::Error;
-use crate::message::{CloseFrame, Message, Utf8Bytes};
+use crate::message::{CloseFrame, Compression, Message, Utf8Bytes};
 
 use super::net::Transport;
 
@@ -207,9 +207,24 @@ impl<S: Transport> WebSocket<S> {
     /// be sent; [`Error::Io`] when the write failed. After a write timeout the message
     /// stays queued and the next call (or [`flush`](Self::flush)) writes the rest.
     pub fn send(&mut self, msg: Message) -> Result<(), Error> {
+        self.send_with(msg, Compression::Auto)
+    }
+
+    /// [`send`](Self::send) with the choice, for this message, of whether it is
+    /// compressed on a connection that agreed permessage-deflate:
+    /// [`Compression::Never`] sends it as it is (RSV1 clear), [`Compression::Always`]
+    /// compresses it whatever its size or contents, [`Compression::Auto`] is `send`.
+    /// Control messages are never compressed. The next compressed message still
+    /// inflates at the peer, with or without context takeover. Fails like `send`.
+    pub fn send_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
         let r = match msg {
-            Message::Text(t) => self.conn.send_bytes(MessageKind::Text, t.into_bytes()),
-            Message::Binary(b) => self.conn.send_bytes(MessageKind::Binary, b),
+            Message::Text(t) => {
+                self.conn
+                    .send_bytes_with(MessageKind::Text, t.into_bytes(), compression)
+            }
+            Message::Binary(b) => self
+                .conn
+                .send_bytes_with(MessageKind::Binary, b, compression),
             Message::Ping(p) => self.conn.ping(&p),
             Message::Pong(p) => self.conn.pong(&p),
             Message::Close(c) => {

@@ -75,6 +75,8 @@ pub use config::{
 pub use prepared::{DEFAULT_PREPARED_LEVEL, PayloadWriter, PrepareError, PreparedMessage};
 pub use types::{Error, Event, OwnedEvent, SendError, Timeout, Transmit};
 
+pub use crate::message::Compression;
+
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -120,6 +122,10 @@ const RETAIN_CAPACITY: usize = 64 * 1024;
 ///    [`begin_message`](Self::begin_message)/[`send_chunk`](Self::send_chunk)/
 ///    [`end_message`](Self::end_message), [`ping`](Self::ping), [`pong`](Self::pong),
 ///    [`close`](Self::close), [`send_prepared`](Self::send_prepared) queue frames.
+///    The `_with` forms ([`send_with`](Self::send_with),
+///    [`send_bytes_with`](Self::send_bytes_with),
+///    [`begin_message_with`](Self::begin_message_with)) choose per message whether it
+///    is compressed ([`Compression`]).
 ///
 /// # Close
 ///

@@ -41,6 +41,7 @@ use bytes::{Buf, Bytes};
 use super::{Connection, SendError};
 use crate::codec::Role;
 use crate::codec::{MessageKind, encode_header};
+use crate::message::Compression;
 
 /// Largest unmasked frame header: 2 bytes and an 8-byte extended length.
 const HEADROOM: usize = 10;
@@ -63,6 +64,8 @@ struct Inner {
     /// The uncompressed frame: header then payload.
     frame: Bytes,
     header_len: usize,
+    /// Whether connections with permessage-deflate send it compressed.
+    compression: Compression,
     #[cfg(feature = "deflate")]
     level: i32,
     /// Compressed frames by window bits 9..=15, made on first need; `None` when the
@@ -193,6 +196,7 @@ impl PreparedMessage {
                 kind,
                 frame,
                 header_len,
+                compression: Compression::Auto,
                 #[cfg(feature = "deflate")]
                 level: DEFAULT_PREPARED_LEVEL,
                 #[cfg(feature = "deflate")]
@@ -235,6 +239,32 @@ impl PreparedMessage {
         inner.level = level.clamp(0, 9);
         inner.compressed = Default::default();
         self
+    }
+
+    /// Sets whether connections that agreed permessage-deflate send this message
+    /// compressed: [`Compression::Auto`] (the default) as each connection's settings say
+    /// for a message of this size, and only when deflate makes it shorter;
+    /// [`Compression::Never`] always the plain frame, RSV1 clear (no compressed frame is
+    /// ever made); [`Compression::Always`] the compressed frame, however short the
+    /// message. Either way every recipient can inflate its later messages, with or
+    /// without context takeover (see [`Connection::send_prepared`]).
+    ///
+    /// ```
+    /// use rapidws::{Compression, PreparedMessage};
+    ///
+    /// // A video chunk, already compressed: deflate would only spend time on it.
+    /// let chunk = PreparedMessage::binary(&[0x47; 1316]).with_compression(Compression::Never);
+    /// assert_eq!(chunk.compression(), Compression::Never);
+    /// ```
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        Arc::make_mut(&mut self.inner).compression = compression;
+        self
+    }
+
+    /// Whether connections with permessage-deflate send it compressed; see
+    /// [`with_compression`](Self::with_compression).
+    pub fn compression(&self) -> Compression {
+        self.inner.compression
     }
 
     /// The message kind.
@@ -302,8 +332,10 @@ impl Connection {
     /// Sends a prepared message.
     ///
     /// A server queues the shared frame as-is (a [`Bytes`] clone: no copy, no
-    /// allocation): the compressed one when permessage-deflate is on and this
-    /// connection's policy compresses a message of this size, the plain one otherwise.
+    /// allocation): the compressed one when permessage-deflate is on and the message's
+    /// [`compression`](PreparedMessage::with_compression) says so (by default: this
+    /// connection's policy compresses a message of this size, and deflate made it
+    /// shorter), the plain one otherwise.
     /// After a compressed one, a connection that takes over its compression context
     /// primes its compressor with the message before its next own compressed message,
     /// so everything it sends stays decodable by the peer.
@@ -313,17 +345,23 @@ impl Connection {
     ///
     /// Fails like `send`: after our close, or inside a fragmented message.
     pub fn send_prepared(&mut self, msg: &PreparedMessage) -> Result<(), SendError> {
+        let compression = msg.inner.compression;
         if self.role() == Role::Client {
-            return self.send(msg.kind(), &msg.inner.frame[msg.inner.header_len..]);
+            return self.send_with(
+                msg.kind(),
+                &msg.inner.frame[msg.inner.header_len..],
+                compression,
+            );
         }
         #[cfg(feature = "deflate")]
         if let Some(bits) = self
             .deflate_mut()
-            .and_then(|d| d.prepared_window_bits(msg.len()))
+            .and_then(|d| d.prepared_window_bits_with(msg.len(), compression))
             && let Some(frame) = msg.compressed_frame(bits)
             // Deflate did not help: the plain frame is as valid (an uncompressed message
-            // never enters the peer's inflater window) and shorter.
-            && frame.len() < msg.inner.frame.len()
+            // never enters the peer's inflater window) and shorter. Unless compression
+            // was asked for.
+            && (frame.len() < msg.inner.frame.len() || compression == Compression::Always)
         {
             self.queue_raw_frame(frame.clone())?;
             if let Some(d) = self.deflate_mut() {

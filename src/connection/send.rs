@@ -13,6 +13,7 @@ use crate::deflate::PerMessageDeflate;
 
 use super::queue::COALESCE_PAYLOAD_MAX;
 use super::{Connection, OutMessage, SendError, Transmit};
+use crate::message::Compression;
 
 impl Connection {
     /// Fills `out` with the output not yet written, in the order it goes out (control
@@ -97,7 +98,48 @@ impl Connection {
     /// [`SendError::MessageInProgress`] between [`begin_message`](Self::begin_message)
     /// and [`end_message`](Self::end_message); [`SendError::Random`] when no masking key
     /// could be drawn (client); `SendError::Deflate` when compression failed.
+    #[inline]
     pub fn send(&mut self, kind: MessageKind, payload: &[u8]) -> Result<(), SendError> {
+        self.send_with(kind, payload, Compression::Auto)
+    }
+
+    /// [`send`](Self::send) with the choice, for this message, of whether it is
+    /// compressed: [`Compression::Never`] sends it with RSV1 clear on a connection that
+    /// agreed permessage-deflate, [`Compression::Always`] compresses it however short
+    /// (see [`Compression`]). Without permessage-deflate it is `send`. Fails like `send`.
+    ///
+    #[cfg_attr(feature = "deflate", doc = "```")]
+    #[cfg_attr(not(feature = "deflate"), doc = "```ignore")]
+    /// use std::time::Instant;
+    /// use rapidws::connection::{Config, Connection};
+    /// use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
+    /// use rapidws::{Compression, MessageKind, Role};
+    ///
+    /// let mut server = Connection::new(Role::Server, Config::default(), Instant::now());
+    /// let settings = DeflateConfig::default();
+    /// server.set_deflate(PerMessageDeflate::new(Role::Server, DeflateParams::default(), &settings));
+    ///
+    /// // Latency first: this one goes as it is, RSV1 clear.
+    /// let quote = r#"{"bid":101.25,"ask":101.5}"#.repeat(8);
+    /// server.send_with(MessageKind::Text, quote.as_bytes(), Compression::Never)?;
+    /// let mut wire = Vec::new();
+    /// server.write_pending(&mut wire);
+    /// assert_eq!(wire[0], 0x81, "FIN + text, RSV1 clear");
+    /// assert_eq!(&wire[4..], quote.as_bytes());
+    ///
+    /// // Under the 128-byte threshold, but compressed as asked: RSV1 set.
+    /// server.send_with(MessageKind::Text, b"ping ping ping", Compression::Always)?;
+    /// wire.clear();
+    /// server.write_pending(&mut wire);
+    /// assert_eq!(wire[0], 0xc1, "FIN + RSV1 + text");
+    /// # Ok::<(), rapidws::connection::SendError>(())
+    /// ```
+    pub fn send_with(
+        &mut self,
+        kind: MessageKind,
+        payload: &[u8],
+        compression: Compression,
+    ) -> Result<(), SendError> {
         self.check_open()?;
         if self.sending.is_some() {
             return Err(SendError::MessageInProgress);
@@ -106,12 +148,14 @@ impl Connection {
         if let Some(pmd) = self.deflate_mut() {
             let mut out = Vec::new();
             if pmd
-                .compress(payload, &mut out)
+                .compress_with(payload, &mut out, compression)
                 .map_err(SendError::Deflate)?
             {
                 return self.queue_owned(true, true, kind.opcode(), out.into());
             }
         }
+        #[cfg(not(feature = "deflate"))]
+        let _ = compression;
         self.queue_slice(true, false, kind.opcode(), payload)
     }
 
@@ -130,9 +174,23 @@ impl Connection {
     /// uncompressed) queues the `Bytes` itself, without a copy (a received message can be
     /// echoed this way). Clients copy it as `send` does (every frame gets its own mask).
     /// Fails like `send`.
+    #[inline]
     pub fn send_bytes(&mut self, kind: MessageKind, payload: Bytes) -> Result<(), SendError> {
+        self.send_bytes_with(kind, payload, Compression::Auto)
+    }
+
+    /// [`send_bytes`](Self::send_bytes) with the choice of whether this message is
+    /// compressed (see [`send_with`](Self::send_with)). A server sending it uncompressed
+    /// ([`Compression::Never`] among other cases) queues the `Bytes` itself. Fails like
+    /// [`send`](Self::send).
+    pub fn send_bytes_with(
+        &mut self,
+        kind: MessageKind,
+        payload: Bytes,
+        compression: Compression,
+    ) -> Result<(), SendError> {
         if self.role == Role::Client {
-            return self.send(kind, &payload);
+            return self.send_with(kind, &payload, compression);
         }
         self.check_open()?;
         if self.sending.is_some() {
@@ -142,13 +200,16 @@ impl Connection {
         if let Some(pmd) = self.deflate_mut() {
             let mut out = Vec::new();
             if pmd
-                .compress(&payload, &mut out)
+                .compress_with(&payload, &mut out, compression)
                 .map_err(SendError::Deflate)?
             {
                 return self.queue_owned(true, true, kind.opcode(), out.into());
             }
-            // Sent uncompressed (short, or incompressible): the payload itself goes out.
+            // Sent uncompressed (short, incompressible, or asked so): the payload itself
+            // goes out.
         }
+        #[cfg(not(feature = "deflate"))]
+        let _ = compression;
         self.queue_owned(true, false, kind.opcode(), payload)
     }
 
@@ -180,16 +241,32 @@ impl Connection {
     /// [`SendError::Closed`] after our close; [`SendError::MessageInProgress`] when a
     /// fragmented message is already open.
     pub fn begin_message(&mut self, kind: MessageKind) -> Result<(), SendError> {
+        self.begin_message_with(kind, Compression::Auto)
+    }
+
+    /// [`begin_message`](Self::begin_message) with the choice of whether the message is
+    /// compressed, made for all its fragments at once (RFC 7692 6.1: RSV1 on the first
+    /// frame marks the whole message). With permessage-deflate, [`Compression::Never`]
+    /// sends the fragments as they are, RSV1 clear; [`Compression::Auto`] and
+    /// [`Compression::Always`] compress them (the size and content tests need the whole
+    /// message, which a fragmented one does not give). Fails like `begin_message`.
+    pub fn begin_message_with(
+        &mut self,
+        kind: MessageKind,
+        compression: Compression,
+    ) -> Result<(), SendError> {
         self.check_open()?;
         if self.sending.is_some() {
             return Err(SendError::MessageInProgress);
         }
+        #[cfg(not(feature = "deflate"))]
+        let _ = compression;
         self.sending = Some(OutMessage {
             kind,
             first: true,
             fed: false,
             #[cfg(feature = "deflate")]
-            compressed: self.deflate.is_some(),
+            compressed: self.deflate.is_some() && compression != Compression::Never,
         });
         Ok(())
     }

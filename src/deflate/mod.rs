@@ -10,7 +10,12 @@
 //!   trailing `00 00 ff ff` of the flush's empty stored block is removed. The empty message
 //!   is the single byte `00`. With context takeover the compressor keeps its window across
 //!   messages; without it (our direction's `*_no_context_takeover`, or a pooled compressor)
-//!   it is reset after every message.
+//!   it is reset after every message. Whether a message is compressed at all is the sender
+//!   policy ([`DeflateConfig::min_size`], [`DeflateConfig::predict_incompressible`],
+//!   [`DeflateConfig::skip_if_not_smaller`]) unless the send chose for itself
+//!   ([`Compression`], [`PerMessageDeflate::compress_with`]); a message
+//!   sent uncompressed never enters our compressor, as it never enters the peer's
+//!   inflater.
 //! - Receiving: each frame of a compressed message is inflated as it arrives; after the
 //!   last frame `00 00 ff ff` is appended to the input. The inflater keeps its window across
 //!   messages, which is correct whether or not the peer takes over context. A DEFLATE block
@@ -71,6 +76,7 @@ pub use pool::CompressorPool;
 use std::sync::Arc;
 
 use crate::codec::Role;
+use crate::message::Compression;
 
 /// How compressors are held.
 #[derive(Clone, Debug, Default)]
@@ -365,7 +371,42 @@ impl PerMessageDeflate {
     /// [`DeflateConfig::skip_if_not_smaller`], when the result is not shorter than
     /// `payload` (the compressor is then reset).
     pub fn compress(&mut self, payload: &[u8], out: &mut Vec<u8>) -> Result<bool, DeflateError> {
-        self.sender.compress(payload, out)
+        self.sender.compress(payload, out, Compression::Auto)
+    }
+
+    /// [`compress`](Self::compress) with the choice made for this message:
+    /// [`Compression::Auto`] is `compress`; [`Compression::Never`] returns `false` at once,
+    /// and the compressor never sees the message (its history stays as the peer's
+    /// inflater will have it, with or without context takeover);
+    /// [`Compression::Always`] compresses whatever the size threshold, the
+    /// incompressibility test and [`DeflateConfig::skip_if_not_smaller`] say, and returns
+    /// `false` only when this direction cannot compress (an agreed 8-bit window).
+    ///
+    /// ```
+    /// use rapidws::{Compression, Role};
+    /// use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
+    ///
+    /// let config = DeflateConfig::default(); // messages under 128 bytes go uncompressed
+    /// let mut server = PerMessageDeflate::new(Role::Server, DeflateParams::default(), &config);
+    /// let mut client = PerMessageDeflate::new(Role::Client, DeflateParams::default(), &config);
+    /// let mut out = Vec::new();
+    /// assert!(server.compress_with(b"tick tick tick tick", &mut out, Compression::Always)?);
+    /// let long = "already compressed, say ".repeat(20);
+    /// assert!(!server.compress_with(long.as_bytes(), &mut Vec::new(), Compression::Never)?);
+    ///
+    /// // The peer's inflater never saw the uncompressed message, and it needs not have.
+    /// let mut inflated = Vec::new();
+    /// client.decompress(&out, true, &mut inflated, 1024)?;
+    /// assert_eq!(inflated, b"tick tick tick tick");
+    /// # Ok::<(), rapidws::deflate::DeflateError>(())
+    /// ```
+    pub fn compress_with(
+        &mut self,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+        compression: Compression,
+    ) -> Result<bool, DeflateError> {
+        self.sender.compress(payload, out, compression)
     }
 
     /// Compresses one chunk of a message sent as fragments; `fin` ends the message
@@ -406,10 +447,21 @@ impl PerMessageDeflate {
     /// (shorter than [`DeflateConfig::min_size`](DeflateConfig::min_size), or an
     /// agreed 8-bit window).
     pub fn prepared_window_bits(&self, len: usize) -> Option<u8> {
-        if self.sender.should_compress(len) {
-            self.sender.prepared_window_bits()
-        } else {
-            None
+        self.prepared_window_bits_with(len, Compression::Auto)
+    }
+
+    /// [`prepared_window_bits`](Self::prepared_window_bits) for a prepared message that
+    /// holds `compression`: `None` for [`Compression::Never`]; for
+    /// [`Compression::Always`], the window bits whatever `len` (`None` only at an agreed
+    /// 8-bit window).
+    pub fn prepared_window_bits_with(&self, len: usize, compression: Compression) -> Option<u8> {
+        match compression {
+            Compression::Never => None,
+            Compression::Always => self.sender.prepared_window_bits(),
+            Compression::Auto if self.sender.should_compress(len) => {
+                self.sender.prepared_window_bits()
+            }
+            Compression::Auto => None,
         }
     }
 

@@ -6,6 +6,7 @@ use super::compressor::{Compressor, Key};
 use super::pool::CompressorPool;
 use super::predict::{Predictor, Verdict};
 use super::{CompressorPolicy, DeflateConfig, DeflateError};
+use crate::message::Compression;
 
 /// Where the compressor comes from.
 enum Engine {
@@ -131,16 +132,28 @@ impl Sender {
         }
     }
 
+    /// Compresses a whole message as `compression` says; `Ok(false)` when it goes
+    /// uncompressed, with our compressor's history then as the peer's will be.
     pub(crate) fn compress(
         &mut self,
         payload: &[u8],
         out: &mut Vec<u8>,
+        compression: Compression,
     ) -> Result<bool, DeflateError> {
-        if !self.should_compress(payload.len()) {
+        // `Always` overrides the settings' heuristics, not what the agreement allows.
+        let forced = match compression {
+            // Never reaches the compressor: its history (and a pending prime) stays as
+            // the peer's inflater has it.
+            Compression::Never => return Ok(false),
+            Compression::Always => true,
+            Compression::Auto => false,
+        };
+        if matches!(self.engine, Engine::Stored) || (!forced && payload.len() < self.min_size) {
             return Ok(false);
         }
+        let skip_if_not_smaller = self.skip_if_not_smaller && !forced;
         let start = out.len();
-        if payload.is_empty() && self.skip_if_not_smaller {
+        if payload.is_empty() && skip_if_not_smaller {
             // One byte compressed is not smaller than nothing.
             return Ok(false);
         }
@@ -155,8 +168,8 @@ impl Sender {
         // never enters the peer's window (RFC 7692 6.1 lets any message go uncompressed),
         // so skipping it here keeps both histories equal with no reset.
         let verdict = match &mut self.predictor {
-            Some(p) => p.verdict(payload),
-            None => Verdict::Compress,
+            Some(p) if !forced => p.verdict(payload),
+            _ => Verdict::Compress,
         };
         match verdict {
             Verdict::Compress => {}
@@ -180,7 +193,7 @@ impl Sender {
             self.finish_message(true);
             return Err(e);
         }
-        if self.skip_if_not_smaller && out.len() - start >= payload.len() {
+        if skip_if_not_smaller && out.len() - start >= payload.len() {
             // The compressor's window now holds `payload`, which the peer will receive
             // uncompressed and not in its inflater's window: reset, so that no later
             // message refers back to it.

@@ -319,7 +319,11 @@ impl HubBuilder {
     /// How a publication becomes the message subscribers receive. The default sends the
     /// payload as published; a framer can wrap it (with its position, say) in the
     /// application's own format. Called once per publication per node; `None` drops the
-    /// publication.
+    /// publication. The framer also chooses whether subscribers with permessage-deflate
+    /// get the message compressed ([`PreparedMessage::with_compression`]): per topic, say,
+    /// or by what the payload is. With the default framer, a [`PreparedMessage`]
+    /// published as it is keeps its own choice for this node's subscribers; other nodes
+    /// frame what their broker delivers, and their framer chooses there.
     pub fn framer(
         mut self,
         f: impl Fn(&PublicationRef<'_>) -> Option<PreparedMessage> + Send + Sync + 'static,

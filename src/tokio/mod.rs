@@ -60,7 +60,7 @@ pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::Config;
 pub use crate::error::{Error, Timeout, TrySendError};
 pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
-pub use crate::message::{CloseFrame, FromUtf8Error, Message, MessageRef, Utf8Bytes};
+pub use crate::message::{CloseFrame, Compression, FromUtf8Error, Message, MessageRef, Utf8Bytes};
 #[cfg(feature = "proxy")]
 pub use crate::proxy::{
     DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy,

@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use crate::codec::{CloseCode, MessageKind, Role};
 use crate::connection::{Config, Connection, OwnedEvent, PreparedMessage};
 use crate::error::{Error, TrySendError};
-use crate::message::{CloseFrame, Message, MessageRef, Utf8Bytes};
+use crate::message::{CloseFrame, Compression, Message, MessageRef, Utf8Bytes};
 
 use super::engine::{Engine, Io, PairIo, WriteOnly};
 
@@ -278,19 +278,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
     /// high-water mark.
     pub fn try_send(&mut self, msg: Message) -> Result<(), TrySendError> {
+        self.try_send_with(msg, Compression::Auto)
+    }
+
+    /// [`try_send`](Self::try_send) with the choice of whether this message is compressed
+    /// (see [`send_with`](Self::send_with)).
+    pub fn try_send_with(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+    ) -> Result<(), TrySendError> {
         if !self.engine.has_room(msg.len()) {
             return Err(TrySendError::QueueFull(msg));
         }
-        queue_message(&mut self.engine, msg).map_err(TrySendError::Failed)
+        queue_message(&mut self.engine, msg, compression).map_err(TrySendError::Failed)
     }
 
     /// Waits for room in the send queue, then queues `msg` (no flush).
-    pub async fn feed(&mut self, msg: Message) -> Result<(), Error> {
+    pub fn feed(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.feed_with(msg, Compression::Auto)
+    }
+
+    /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
+    /// [`send_with`](Self::send_with)).
+    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
         let len = msg.len();
         if !self.engine.has_room(len) {
             poll_fn(|cx| self.with_room(cx, len)).await?;
         }
-        queue_message(&mut self.engine, msg)
+        queue_message(&mut self.engine, msg, compression)
     }
 
     /// Sends `msg`: waits for room in the send queue, queues it and writes the queue out.
@@ -304,15 +320,36 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// sent, or a message while [`begin_message`](Self::begin_message) is open;
     /// [`Error::Io`] when the socket failed. A future dropped after the message was
     /// queued leaves it in the queue, written by the next receive or flush.
-    pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
-        // `feed` then `flush`, written out: a nested `feed` future would hold a second
-        // copy of `msg`, and this future lives inside every handler's. Most sends find
-        // room at once and never build the waiting future.
+    pub fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+        // Not an `async fn` around `send_with`'s future, which would hold a second copy
+        // of `msg`: this future lives inside every handler's.
+        self.send_with(msg, Compression::Auto)
+    }
+
+    /// [`send`](Self::send) with the choice, for this message, of whether it is
+    /// compressed on a connection that agreed permessage-deflate:
+    /// [`Compression::Never`] sends it as it is (RSV1 clear), for payloads that are
+    /// already compressed or small and urgent; [`Compression::Always`] compresses it
+    /// whatever its size or contents; [`Compression::Auto`] is `send`. Control messages
+    /// are never compressed. The next compressed message still inflates at the peer, with
+    /// or without context takeover. Fails like `send`.
+    ///
+    /// ```no_run
+    /// # async fn run(mut ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>, png: bytes::Bytes) -> Result<(), rapidws::tokio::Error> {
+    /// use rapidws::tokio::{Compression, Message};
+    /// ws.send_with(Message::Binary(png), Compression::Never).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn send_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        // `feed_with` then `flush`, written out: a nested `feed_with` future would hold a
+        // second copy of `msg`. Most sends find room at once and never build the waiting
+        // future.
         let len = msg.len();
         if !self.engine.has_room(len) {
             poll_fn(|cx| self.with_room(cx, len)).await?;
         }
-        queue_message(&mut self.engine, msg)?;
+        queue_message(&mut self.engine, msg, compression)?;
         poll_fn(|cx| self.poll_flush_queue(cx)).await
     }
 
@@ -335,7 +372,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// [`MessageWriter::send_chunk`] (or through its [`AsyncWrite`] impl), end with
     /// [`MessageWriter::finish`]. Control frames (pongs) may go out between fragments.
     pub fn begin_message(&mut self, kind: MessageKind) -> Result<MessageWriter<'_, S>, Error> {
-        self.engine.send_with(|c| c.begin_message(kind))?;
+        self.begin_message_with(kind, Compression::Auto)
+    }
+
+    /// [`begin_message`](Self::begin_message) with the choice of whether the message is
+    /// compressed: [`Compression::Never`] sends its fragments as they are (RSV1 clear);
+    /// `Auto` and `Always` compress them when permessage-deflate was agreed (see
+    /// [`Connection::begin_message_with`]).
+    pub fn begin_message_with(
+        &mut self,
+        kind: MessageKind,
+        compression: Compression,
+    ) -> Result<MessageWriter<'_, S>, Error> {
+        self.engine
+            .send_with(|c| c.begin_message_with(kind, compression))?;
         Ok(MessageWriter {
             ws: self,
             finished: false,
@@ -350,7 +400,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         reader: R,
         chunk_size: usize,
     ) -> Result<u64, Error> {
-        let w = self.begin_message(kind)?;
+        self.send_from_with(kind, reader, chunk_size, Compression::Auto)
+            .await
+    }
+
+    /// [`send_from`](Self::send_from) with the choice of whether the message is
+    /// compressed (see [`begin_message_with`](Self::begin_message_with)).
+    pub async fn send_from_with<R: AsyncRead + Unpin>(
+        &mut self,
+        kind: MessageKind,
+        reader: R,
+        chunk_size: usize,
+        compression: Compression,
+    ) -> Result<u64, Error> {
+        let w = self.begin_message_with(kind, compression)?;
         copy_fragments(w, reader, chunk_size).await
     }
 
@@ -425,11 +488,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 }
 
-/// Turns a message into a send operation on the engine.
-fn queue_message(engine: &mut Engine, msg: Message) -> Result<(), Error> {
+/// Turns a message into a send operation on the engine; `compression` applies to a data
+/// message.
+fn queue_message(engine: &mut Engine, msg: Message, compression: Compression) -> Result<(), Error> {
     engine.send_with(|c| match msg {
-        Message::Text(t) => c.send_bytes(MessageKind::Text, t.into_bytes()),
-        Message::Binary(b) => c.send_bytes(MessageKind::Binary, b),
+        Message::Text(t) => c.send_bytes_with(MessageKind::Text, t.into_bytes(), compression),
+        Message::Binary(b) => c.send_bytes_with(MessageKind::Binary, b, compression),
         Message::Ping(p) => c.ping(&p),
         Message::Pong(p) => c.pong(&p),
         Message::Close(Some(f)) => c.close(super::engine::now(), f.code, f.reason.as_str()),
@@ -453,7 +517,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     }
 
     fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
-        queue_message(&mut self.get_mut().engine, item)
+        queue_message(&mut self.get_mut().engine, item, Compression::Auto)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -854,9 +918,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         f(&mut inner.engine, &mut io, &mut wcx)
     }
 
-    fn queue(&self, msg: Message) -> Result<(), Error> {
+    fn queue(&self, msg: Message, compression: Compression) -> Result<(), Error> {
         let closing = matches!(msg, Message::Close(_));
-        let r = queue_message(&mut self.shared.lock().engine, msg);
+        let r = queue_message(&mut self.shared.lock().engine, msg, compression);
         if closing {
             // The reading half arms the close timeout.
             WakerPair::wake_slot(&self.shared.wakers.reader);
@@ -868,10 +932,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// high-water mark. The task polling the [`ReadHalf`] is woken to write it, so a
     /// message queued from any task leaves at once, not at that task's next receive.
     pub fn try_send(&self, msg: Message) -> Result<(), TrySendError> {
+        self.try_send_with(msg, Compression::Auto)
+    }
+
+    /// [`try_send`](Self::try_send) with the choice of whether this message is compressed
+    /// (see [`WebSocket::send_with`]).
+    pub fn try_send_with(
+        &self,
+        msg: Message,
+        compression: Compression,
+    ) -> Result<(), TrySendError> {
         if !self.shared.lock().engine.has_room(msg.len()) {
             return Err(TrySendError::QueueFull(msg));
         }
-        self.queue(msg).map_err(TrySendError::Failed)?;
+        self.queue(msg, compression).map_err(TrySendError::Failed)?;
         self.wake_pump();
         Ok(())
     }
@@ -882,7 +956,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// behind what is queued and finishes the close handshake within the close timeout.
     /// [`Error::Closed`] when a close was already sent.
     pub fn try_close(&self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
-        self.queue(Message::Close(Some(CloseFrame::new(code, reason))))
+        self.queue(
+            Message::Close(Some(CloseFrame::new(code, reason))),
+            Compression::Auto,
+        )
     }
 
     /// Wakes the task polling the [`ReadHalf`]: it owns the socket's reads, and writes what
@@ -893,15 +970,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     }
 
     /// Waits for room in the send queue, then queues `msg` (no flush).
-    pub async fn feed(&mut self, msg: Message) -> Result<(), Error> {
+    pub fn feed(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.feed_with(msg, Compression::Auto)
+    }
+
+    /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
+    /// [`WebSocket::send_with`]).
+    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
         let len = msg.len();
         poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
-        self.queue(msg)
+        self.queue(msg, compression)
     }
 
     /// Sends `msg`: waits for room, queues it and writes the queue out.
-    pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
-        self.feed(msg).await?;
+    pub fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.send_with(msg, Compression::Auto)
+    }
+
+    /// [`send`](Self::send) with the choice of whether this message is compressed (see
+    /// [`WebSocket::send_with`]).
+    pub async fn send_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        self.feed_with(msg, compression).await?;
         self.flush().await
     }
 
@@ -914,7 +1003,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// `Err(Error::Timeout(Timeout::Close))`). The reading half then receives until the peer's
     /// close (within the close timeout) and returns `None`.
     pub async fn close(&mut self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
-        match self.queue(Message::Close(Some(CloseFrame::new(code, reason)))) {
+        match self.queue(
+            Message::Close(Some(CloseFrame::new(code, reason))),
+            Compression::Auto,
+        ) {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Err(e),
         }
@@ -930,10 +1022,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
 
     /// Starts a fragmented message of unknown length; see [`WebSocket::begin_message`].
     pub fn begin_message(&mut self, kind: MessageKind) -> Result<HalfMessageWriter<'_, S>, Error> {
+        self.begin_message_with(kind, Compression::Auto)
+    }
+
+    /// [`begin_message`](Self::begin_message) with the choice of whether the message is
+    /// compressed; see [`WebSocket::begin_message_with`].
+    pub fn begin_message_with(
+        &mut self,
+        kind: MessageKind,
+        compression: Compression,
+    ) -> Result<HalfMessageWriter<'_, S>, Error> {
         self.shared
             .lock()
             .engine
-            .send_with(|c| c.begin_message(kind))?;
+            .send_with(|c| c.begin_message_with(kind, compression))?;
         Ok(HalfMessageWriter {
             half: self,
             finished: false,
@@ -948,7 +1050,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         reader: R,
         chunk_size: usize,
     ) -> Result<u64, Error> {
-        let w = self.begin_message(kind)?;
+        self.send_from_with(kind, reader, chunk_size, Compression::Auto)
+            .await
+    }
+
+    /// [`send_from`](Self::send_from) with the choice of whether the message is
+    /// compressed; see [`WebSocket::begin_message_with`].
+    pub async fn send_from_with<R: AsyncRead + Unpin>(
+        &mut self,
+        kind: MessageKind,
+        reader: R,
+        chunk_size: usize,
+        compression: Compression,
+    ) -> Result<u64, Error> {
+        let w = self.begin_message_with(kind, compression)?;
         copy_fragments(w, reader, chunk_size).await
     }
 }
@@ -1012,7 +1127,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WriteHalf<S> {
     }
 
     fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
-        self.queue(item)
+        self.queue(item, Compression::Auto)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -1020,7 +1135,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WriteHalf<S> {
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        match self.queue(Message::Close(None)) {
+        match self.queue(Message::Close(None), Compression::Auto) {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Poll::Ready(Err(e)),
         }

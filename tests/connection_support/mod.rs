@@ -14,3 +14,17 @@ pub fn drain(conn: &mut Connection) -> Vec<Result<OwnedEvent, Error>> {
     }
     panic!("the connection never ran out of events");
 }
+
+/// A JSON-like message that compresses well and shares most of its text with the
+/// other seeds'.
+pub fn quote(seed: u32) -> String {
+    (0..24)
+        .map(|i| {
+            format!(
+                r#"{{"sym":"ACME","bid":{},"ask":{},"seq":{i}}},"#,
+                100 + seed * 7 + i,
+                101 + seed
+            )
+        })
+        .collect()
+}
