@@ -68,6 +68,11 @@ impl Shared {
         };
         let reuse = |position: Option<Position>| match (&payload.prepared, position, &self.framer) {
             (Some(m), None, None) => Some(m.clone()),
+            // Framed again for its position: the published message's choice of
+            // compression still holds here.
+            (Some(m), Some(_), None) => self
+                .frame(topic, payload.kind, &payload.data, position)
+                .map(|f| f.with_compression(m.compression())),
             _ => self.frame(topic, payload.kind, &payload.data, position),
         };
         if self.config.history.is_some() {
