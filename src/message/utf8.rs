@@ -123,7 +123,7 @@ impl TryFrom<Vec<u8>> for Utf8Bytes {
 }
 
 /// Bytes that are not valid UTF-8, from [`Utf8Bytes::try_from_bytes`] and
-/// [`Message::into_text`]: where the text broke, and the bytes, handed back.
+/// [`Message::into_text`](super::Message::into_text): where the text broke, and the bytes, handed back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FromUtf8Error {
     bytes: Bytes,
