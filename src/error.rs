@@ -155,6 +155,15 @@ impl From<ProxyError> for Error {
     }
 }
 
+impl From<crate::handshake::Refused> for Error {
+    fn from(r: crate::handshake::Refused) -> Self {
+        match r {
+            crate::handshake::Refused::Rejected(status) => Error::Rejected(status),
+            crate::handshake::Refused::Invalid(e) => Error::ServerHandshake(e),
+        }
+    }
+}
+
 impl From<connection::Error> for Error {
     fn from(e: connection::Error) -> Self {
         match e {

@@ -195,6 +195,8 @@ fn read_timeout_is_retryable_and_loses_nothing() {
     h.join().unwrap();
 }
 
+/// Only a build without TLS refuses `wss://`; with feature `rustls` it connects.
+#[cfg(not(feature = "rustls"))]
 #[test]
 fn wss_url_is_refused_without_tls() {
     let err = blocking::connect("wss://127.0.0.1:1/", &client_config()).unwrap_err();

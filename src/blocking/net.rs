@@ -59,23 +59,14 @@ impl Transport for std::os::unix::net::UnixStream {
     }
 }
 
+/// Both rustls streams, client and server: the close_notify goes out before the FIN.
 #[cfg(feature = "rustls")]
-impl<T: Transport> Transport for rustls::StreamOwned<rustls::ClientConnection, T> {
-    fn shutdown_write(&mut self) -> io::Result<()> {
-        self.conn.send_close_notify();
-        self.flush()?;
-        self.sock.shutdown_write()
-    }
-    fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        self.sock.read_timeout()
-    }
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.set_read_timeout(timeout)
-    }
-}
-
-#[cfg(feature = "rustls")]
-impl<T: Transport> Transport for rustls::StreamOwned<rustls::ServerConnection, T> {
+impl<C, S, T> Transport for rustls::StreamOwned<C, T>
+where
+    C: std::ops::DerefMut + std::ops::Deref<Target = rustls::ConnectionCommon<S>>,
+    S: rustls::SideData,
+    T: Transport,
+{
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.conn.send_close_notify();
         self.flush()?;

@@ -44,24 +44,12 @@ where
             }
         }
     };
-    let fields = match check(&request) {
-        Ok(headers) => headers.into_fields(),
-        Err(reject) => {
-            let _ = stream.write_all(&request.reject(reject.status, &[], &reject.body));
-            let _ = stream.flush();
-            return Err(Error::Rejected(reject.status));
-        }
-    };
-    let fields: Vec<(&str, &str)> = fields
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
-    let accepted = match request.accept_with_headers(&config.handshake, &fields) {
+    let accepted = match request.decide(&config.handshake, check) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = stream.write_all(&e.response());
+        Err(r) => {
+            let _ = stream.write_all(&r.response);
             let _ = stream.flush();
-            return Err(Error::ServerHandshake(e));
+            return Err(r.reason.into());
         }
     };
     stream.write_all(&accepted.response)?;

@@ -30,6 +30,7 @@ pub use client::{
     ClientConfig, ClientError, ClientHandshake, ClientRequest, ErrorResponse, Http2ClientHandshake,
     Response, Upgraded,
 };
+pub(crate) use server::Refused;
 pub use server::{
     Accepted, Agreement, OriginCheck, Reject, Request, ResponseHeaders, ServerConfig, ServerError,
     ServerHandshake, is_valid_key,

@@ -15,6 +15,7 @@ use crate::deflate::DeflateConfig;
 mod h2;
 mod response;
 
+pub(crate) use response::Refused;
 pub use response::{Accepted, Agreement, Reject, ResponseHeaders};
 
 /// Decides whether a request's `Origin` is allowed: `Some(origin)` when the request has one

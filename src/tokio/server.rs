@@ -109,26 +109,11 @@ where
         }
     };
     drop(buf);
-    let fields = match check(&request) {
-        Ok(headers) => headers.into_fields(),
-        Err(reject) => {
-            refuse(
-                &mut stream,
-                &request.reject(reject.status, &[], &reject.body),
-            )
-            .await;
-            return Err(Error::Rejected(reject.status));
-        }
-    };
-    let fields: Vec<(&str, &str)> = fields
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
-    let accepted = match request.accept_with_headers(&config.handshake, &fields) {
+    let accepted = match request.decide(&config.handshake, check) {
         Ok(a) => a,
-        Err(e) => {
-            refuse(&mut stream, &e.response()).await;
-            return Err(Error::ServerHandshake(e));
+        Err(r) => {
+            refuse(&mut stream, &r.response).await;
+            return Err(r.reason.into());
         }
     };
     stream.write_all(&accepted.response).await?;

@@ -237,3 +237,49 @@ impl Accepted {
         }
     }
 }
+
+/// Why [`Request::decide`] refused a request, with the HTTP answer to write first.
+pub(crate) struct Refusal {
+    /// The complete refusal to send.
+    pub(crate) response: Vec<u8>,
+    /// What the IO layer reports.
+    pub(crate) reason: Refused,
+}
+
+/// The two ways a parsed request is refused.
+pub(crate) enum Refused {
+    /// The application's hook refused it with this status.
+    Rejected(u16),
+    /// The request (or the headers the hook added) failed the checks.
+    Invalid(ServerError),
+}
+
+impl Request {
+    /// Runs the application's `check` on the request, then accepts it with the response
+    /// headers `check` returned: what both IO layers do between reading the head and
+    /// writing the answer.
+    pub(crate) fn decide<F, H>(self, config: &ServerConfig, check: F) -> Result<Accepted, Refusal>
+    where
+        F: FnOnce(&Request) -> Result<H, Reject>,
+        H: ResponseHeaders,
+    {
+        let fields = match check(&self) {
+            Ok(headers) => headers.into_fields(),
+            Err(reject) => {
+                return Err(Refusal {
+                    response: self.reject(reject.status, &[], &reject.body),
+                    reason: Refused::Rejected(reject.status),
+                });
+            }
+        };
+        let fields: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        self.accept_with_headers(config, &fields)
+            .map_err(|e| Refusal {
+                response: e.response(),
+                reason: Refused::Invalid(e),
+            })
+    }
+}
