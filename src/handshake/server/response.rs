@@ -239,6 +239,7 @@ impl Accepted {
 }
 
 /// Why [`Request::decide`] refused a request, with the HTTP answer to write first.
+#[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
 pub(crate) struct Refusal {
     /// The complete refusal to send.
     pub(crate) response: Vec<u8>,
@@ -247,6 +248,7 @@ pub(crate) struct Refusal {
 }
 
 /// The two ways a parsed request is refused.
+#[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
 pub(crate) enum Refused {
     /// The application's hook refused it with this status.
     Rejected(u16),
@@ -258,6 +260,7 @@ impl Request {
     /// Runs the application's `check` on the request, then accepts it with the response
     /// headers `check` returned: what both IO layers do between reading the head and
     /// writing the answer.
+    #[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
     pub(crate) fn decide<F, H>(self, config: &ServerConfig, check: F) -> Result<Accepted, Refusal>
     where
         F: FnOnce(&Request) -> Result<H, Reject>,
