@@ -53,7 +53,7 @@ use hyper_util::rt::TokioIo;
 use crate::codec::Role;
 use crate::config::ClientConfig;
 use crate::connection::Connection;
-use crate::error::{Error, Timeout};
+use crate::error::Error;
 use crate::handshake::{ClientError, Http2ClientHandshake};
 use crate::hyper::HyperWebSocket;
 use crate::tokio::WebSocket;
@@ -80,81 +80,66 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let open = open(sender, url, config);
-    match config.handshake_timeout {
-        Some(t) => tokio::time::timeout(t, open)
+    // One deadline over the whole exchange: request, answer and upgrade.
+    crate::tokio::within(config.handshake_timeout, async {
+        let target = WsUrl::parse(url)?;
+        let request = config.request(&target.host_header(), &target.resource);
+        let (handshake, fields) = Http2ClientHandshake::new(&request, config.handshake.clone())
+            .map_err(Error::ClientHandshake)?;
+        let scheme = if target.secure { "https" } else { "http" };
+        // RFC 8441 4-5: CONNECT with :protocol, :scheme, :authority and :path; hyper turns the
+        // absolute URI into the last three and the extension into :protocol.
+        let mut builder = Request::builder()
+            .method(Method::CONNECT)
+            .version(Version::HTTP_2)
+            .uri(format!("{scheme}://{}{}", request.host(), request.path()))
+            .extension(Protocol::from_static("websocket"));
+        for (name, value) in &fields {
+            let invalid = || Error::ClientHandshake(ClientError::InvalidRequest("invalid header"));
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+            let value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+            builder = builder.header(name, value);
+        }
+        let connect = builder
+            .body(B::default())
+            .map_err(|_| Error::ClientHandshake(ClientError::InvalidRequest("invalid URL")))?;
+
+        sender.ready().await.map_err(hyper_error)?;
+        let mut response = sender.send_request(connect).await.map_err(hyper_error)?;
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_bytes()));
+        let upgraded = handshake
+            .check(response.status().as_u16(), headers)
+            .map_err(Error::ClientHandshake)?;
+        let stream = ::hyper::upgrade::on(&mut response)
             .await
-            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
-        None => open.await,
-    }
-}
-
-async fn open<B>(
-    sender: &mut SendRequest<B>,
-    url: &str,
-    config: &ClientConfig,
-) -> Result<HyperWebSocket, Error>
-where
-    B: Body + Default + Send + Unpin + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let target = WsUrl::parse(url)?;
-    let request = config.request(&target.host_header(), &target.resource);
-    let (handshake, fields) = Http2ClientHandshake::new(&request, config.handshake.clone())
-        .map_err(Error::ClientHandshake)?;
-    let scheme = if target.secure { "https" } else { "http" };
-    // RFC 8441 4-5: CONNECT with :protocol, :scheme, :authority and :path; hyper turns the
-    // absolute URI into the last three and the extension into :protocol.
-    let mut builder = Request::builder()
-        .method(Method::CONNECT)
-        .version(Version::HTTP_2)
-        .uri(format!("{scheme}://{}{}", request.host(), request.path()))
-        .extension(Protocol::from_static("websocket"));
-    for (name, value) in &fields {
-        let invalid = || Error::ClientHandshake(ClientError::InvalidRequest("invalid header"));
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-        let value = HeaderValue::from_str(value).map_err(|_| invalid())?;
-        builder = builder.header(name, value);
-    }
-    let connect = builder
-        .body(B::default())
-        .map_err(|_| Error::ClientHandshake(ClientError::InvalidRequest("invalid URL")))?;
-
-    sender.ready().await.map_err(hyper_error)?;
-    let mut response = sender.send_request(connect).await.map_err(hyper_error)?;
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_bytes()));
-    let upgraded = handshake
-        .check(response.status().as_u16(), headers)
-        .map_err(Error::ClientHandshake)?;
-    let stream = ::hyper::upgrade::on(&mut response)
-        .await
-        .map_err(hyper_error)?;
-    let conn = Connection::open(
-        Role::Client,
-        std::sync::Arc::new(config.connection.clone()),
-        tokio::time::Instant::now().into_std(),
-        #[cfg(feature = "deflate")]
-        upgraded.deflate.zip(config.handshake.deflate.as_ref()),
-    );
-    #[cfg(feature = "tracing")]
-    tracing::debug!(
-        target: "rapidws::tokio",
-        role = "client",
-        subprotocol = upgraded.subprotocol.as_deref(),
-        http2 = true,
-        "websocket open"
-    );
-    Ok(WebSocket::from_connection(
-        TokioIo::new(stream),
-        conn,
-        // The stream's data is the WebSocket's from the first byte.
-        &[],
-        upgraded.subprotocol,
-    ))
+            .map_err(hyper_error)?;
+        let conn = Connection::open(
+            Role::Client,
+            std::sync::Arc::new(config.connection.clone()),
+            tokio::time::Instant::now().into_std(),
+            #[cfg(feature = "deflate")]
+            upgraded.deflate.zip(config.handshake.deflate.as_ref()),
+        );
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "rapidws::tokio",
+            role = "client",
+            subprotocol = upgraded.subprotocol.as_deref(),
+            http2 = true,
+            "websocket open"
+        );
+        Ok(WebSocket::from_connection(
+            TokioIo::new(stream),
+            conn,
+            // The stream's data is the WebSocket's from the first byte.
+            &[],
+            upgraded.subprotocol,
+        ))
+    })
+    .await
 }
 
 fn hyper_error(e: ::hyper::Error) -> Error {

@@ -66,6 +66,8 @@ pub use crate::proxy::{
     DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy,
 };
 pub use crate::url::{UrlError, WsUrl};
+#[cfg(feature = "http2")]
+pub(crate) use client::within;
 pub use client::{
     client_handshake, client_handshake_with_response, connect, connect_with_response,
 };
