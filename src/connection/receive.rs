@@ -324,15 +324,37 @@ impl Connection {
     /// [`next_whole`](Self::next_whole) as the positions, valid until the next call that
     /// takes `&mut self`.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline]
     pub(crate) fn poll_raw_message(&mut self) -> Option<Result<Raw, Error>> {
+        if self.nothing_to_poll() {
+            return None;
+        }
         self.next_whole()
     }
 
     /// [`poll_raw_message`](Self::poll_raw_message) without gathering chunks: every event
     /// as it comes.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline]
     pub(crate) fn poll_raw(&mut self) -> Option<Result<Raw, Error>> {
+        if self.nothing_to_poll() {
+            return None;
+        }
         self.next_raw()
+    }
+
+    /// Whether an event poll would find nothing and change nothing: no bytes past a held
+    /// frame to decode, nothing lent to release, no failure or end of input to report.
+    /// An IO layer polls once before every read, and most of those polls find the buffer
+    /// empty: this answers them without the full poll.
+    #[inline]
+    fn nothing_to_poll(&self) -> bool {
+        self.held == self.rx.len()
+            && self.rx_pending == 0
+            && !self.msg_delivered
+            && !self.input_eof
+            && (self.failure_reported || self.failure.is_none())
+            && !(self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
     }
 
     /// The message `raw` (from [`poll_raw_message`](Self::poll_raw_message)), taken.
