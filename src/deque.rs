@@ -61,6 +61,15 @@ impl<T> Deque<T> {
         }
     }
 
+    /// The element, when there is exactly one.
+    #[inline]
+    pub(crate) fn single(&self) -> Option<&T> {
+        match &self.head {
+            Some(head) if self.rest.is_empty() => Some(head),
+            _ => None,
+        }
+    }
+
     /// The elements, front to back.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.head.iter().chain(self.rest.iter())
@@ -95,6 +104,8 @@ mod tests {
                 assert_eq!(ours.front(), model.front());
                 assert!(ours.iter().eq(model.iter()));
                 assert_eq!(ours.back_mut().copied(), model.back_mut().copied());
+                let single = (model.len() == 1).then(|| model.front()).flatten();
+                assert_eq!(ours.single(), single);
             }
         }
     }
