@@ -70,6 +70,17 @@ impl<T> Deque<T> {
         }
     }
 
+    /// Removes the element when there is exactly one (the spill storage stays as it is:
+    /// empty, and not grown by this).
+    #[inline]
+    pub(crate) fn pop_single(&mut self) -> Option<T> {
+        if self.rest.is_empty() {
+            self.head.take()
+        } else {
+            None
+        }
+    }
+
     /// The elements, front to back.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.head.iter().chain(self.rest.iter())
@@ -106,6 +117,10 @@ mod tests {
                 assert_eq!(ours.back_mut().copied(), model.back_mut().copied());
                 let single = (model.len() == 1).then(|| model.front()).flatten();
                 assert_eq!(ours.single(), single);
+                if i % 3 == 0 && model.len() == 1 {
+                    assert_eq!(ours.pop_single(), model.pop_front());
+                    assert!(ours.is_empty());
+                }
             }
         }
     }

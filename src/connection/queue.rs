@@ -243,8 +243,13 @@ impl OutQueue {
             self.written = 0;
             self.data_in_progress = false;
             self.control.clear();
-            while let Some(entry) = self.data.pop_front() {
-                self.recycle(entry);
+            match self.data.pop_single() {
+                Some(entry) => self.recycle(entry),
+                None => {
+                    while let Some(entry) = self.data.pop_front() {
+                        self.recycle(entry);
+                    }
+                }
             }
             self.data.shrink_idle(16);
             return;

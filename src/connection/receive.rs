@@ -54,13 +54,18 @@ impl Connection {
     pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
         self.release();
         let spare = self.rx.capacity() - self.rx.len();
-        let rest = match self.decoder.frame_remaining() {
-            Some(rest) if self.held > 0 => {
-                let arrived = self.held - self.held_start;
-                let bound = self.config.max_read_ahead.max(arrived);
-                usize::try_from(rest).map_or(bound, |r| r.min(bound))
-            }
-            _ => 0,
+        // Only a held frame reserves for its rest; between frames (the usual read) the
+        // decoder is not asked.
+        let rest = match self.held {
+            0 => 0,
+            held => match self.decoder.frame_remaining() {
+                Some(rest) => {
+                    let arrived = held - self.held_start;
+                    let bound = self.config.max_read_ahead.max(arrived);
+                    usize::try_from(rest).map_or(bound, |r| r.min(bound))
+                }
+                None => 0,
+            },
         };
         if rest > 0 {
             // The frame's rest and one read more, in one step: the read that completes
