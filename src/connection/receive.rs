@@ -87,6 +87,7 @@ impl Connection {
     /// the IO layers read through: [`Config::read_buffer_size`](super::Config) at first,
     /// doubling (up to 256 KiB) while reads fill what they were offered (a large message
     /// streaming in), back to the configured size when a read leaves room.
+    #[inline]
     pub fn reserve_read(&mut self) -> &mut BytesMut {
         let size = self.read_size as usize;
         self.reserve_recv(size);
@@ -102,6 +103,7 @@ impl Connection {
     }
 
     /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
+    #[inline]
     pub fn handle_received(&mut self, now: Instant) {
         let n = self.rx.len().saturating_sub(self.rx_mark);
         self.rx_mark = self.rx.len();
