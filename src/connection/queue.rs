@@ -159,6 +159,7 @@ impl OutQueue {
 
     /// Copies a small frame into the tail chunk: `header`, then `payload`, masked with
     /// `mask` (a client's key) as it is copied. Returns nothing: one pass over the bytes.
+    #[inline]
     pub(crate) fn push_copied(&mut self, header: &[u8], payload: &[u8], mask: Option<[u8; 4]>) {
         let n = header.len() + payload.len();
         self.len += n;
@@ -179,6 +180,7 @@ impl OutQueue {
 
     /// Fills `out` with the unwritten bytes in the order they go out; returns how many
     /// slices were used (0 when nothing waits).
+    #[inline]
     pub(crate) fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
         // Most of the time one frame waits, not yet started: its parts as they are.
         if self.written == 0
@@ -235,6 +237,7 @@ impl OutQueue {
 
     /// Marks `n` bytes as written (in [`io_slices`](Self::io_slices) order), dropping the
     /// frames that are done.
+    #[inline]
     pub(crate) fn advance(&mut self, mut n: usize) {
         debug_assert!(n <= self.len);
         if n >= self.len {

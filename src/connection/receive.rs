@@ -386,6 +386,7 @@ impl Connection {
 
     /// The next event with the chunks of a message ([`Delivery::Chunks`]) gathered into
     /// the message buffer: whole messages, pings, pongs and the close.
+    #[inline]
     fn next_whole(&mut self) -> Option<Result<Raw, Error>> {
         loop {
             let raw = match self.next_raw()? {
@@ -499,6 +500,7 @@ impl Connection {
         }
     }
 
+    #[inline]
     fn take(&mut self, loc: Loc) -> Bytes {
         match loc {
             Loc::Rx(r) => {
