@@ -366,6 +366,7 @@ impl Connection {
 
     /// The message `raw` (from [`poll_raw_message`](Self::poll_raw_message)), taken.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline]
     pub(crate) fn take_message(&mut self, raw: Raw) -> Message {
         match raw {
             Raw::Data { kind, loc, .. } => Message::from_data(kind, self.take(loc)),
