@@ -524,6 +524,7 @@ impl Connection {
         }
     }
 
+    #[inline]
     fn next_raw(&mut self) -> Option<Result<Raw, Error>> {
         self.release();
         if let Some(e) = self.report_failure() {

@@ -150,6 +150,7 @@ impl Engine {
 
     /// Writes the connection's output queue out, many frames per vectored write;
     /// `Ready(Ok)` when it is empty.
+    #[inline]
     pub(crate) fn poll_drain(
         &mut self,
         cx: &mut Context<'_>,
@@ -278,6 +279,7 @@ impl Engine {
 
     /// Arms the timer for the connection's next deadline; true when it has fired (and
     /// `handle_timeout` ran).
+    #[inline]
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
         // The deadline is asked for only when the set of running timers changed: while it
         // stays, every deadline only moves later, and the armed one still comes first.
@@ -491,6 +493,7 @@ impl Engine {
     }
 
     /// Reads once into the connection's receive buffer.
+    #[inline]
     fn poll_fill(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) -> Poll<io::Result<()>> {
         if self.conn.recv_buffer_is_unallocated() {
             return self.poll_fill_idle(cx, io);
