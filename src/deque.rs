@@ -61,6 +61,27 @@ impl<T> Deque<T> {
         }
     }
 
+    /// The element, when there is exactly one and it is the inline one (a lone element
+    /// left in the spill after a burst gives `None`).
+    #[inline]
+    pub(crate) fn single(&self) -> Option<&T> {
+        match &self.head {
+            Some(head) if self.rest.is_empty() => Some(head),
+            _ => None,
+        }
+    }
+
+    /// Removes the element when there is exactly one and it is the inline one, as
+    /// [`single`](Self::single) finds it.
+    #[inline]
+    pub(crate) fn pop_single(&mut self) -> Option<T> {
+        if self.rest.is_empty() {
+            self.head.take()
+        } else {
+            None
+        }
+    }
+
     /// The elements, front to back.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.head.iter().chain(self.rest.iter())
@@ -95,6 +116,17 @@ mod tests {
                 assert_eq!(ours.front(), model.front());
                 assert!(ours.iter().eq(model.iter()));
                 assert_eq!(ours.back_mut().copied(), model.back_mut().copied());
+                // A lone element may sit in the spill (after a burst): then `None`, and
+                // the caller takes the general path.
+                if let Some(one) = ours.single() {
+                    assert_eq!((model.len(), model.front()), (1, Some(one)));
+                }
+                if i % 3 == 0
+                    && let Some(one) = ours.pop_single()
+                {
+                    assert_eq!(model.pop_front(), Some(one));
+                    assert!(model.is_empty() && ours.is_empty());
+                }
             }
         }
     }

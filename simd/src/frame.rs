@@ -72,8 +72,11 @@ fn parse(buf: &[u8]) -> Result<Option<FrameHeader>, HeaderError> {
         n => n as u64,
     };
     let mask = if masked {
+        // One bounds check and one 4-byte load, not four of each.
         let k = 2 + ext;
-        Some([buf[k], buf[k + 1], buf[k + 2], buf[k + 3]])
+        let mut key = [0u8; 4];
+        key.copy_from_slice(&buf[k..k + 4]);
+        Some(key)
     } else {
         None
     };

@@ -141,6 +141,7 @@ impl Encoder {
     ///
     /// RFC 6455 5.1: "a client MUST mask all frames that it sends to the server" and "a
     /// server MUST NOT mask any frames that it sends to the client".
+    #[inline]
     pub fn header(
         &mut self,
         fin: bool,

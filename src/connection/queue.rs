@@ -159,40 +159,44 @@ impl OutQueue {
 
     /// Copies a small frame into the tail chunk: `header`, then `payload`, masked with
     /// `mask` (a client's key) as it is copied. Returns nothing: one pass over the bytes.
+    #[inline]
     pub(crate) fn push_copied(&mut self, header: &[u8], payload: &[u8], mask: Option<[u8; 4]>) {
         let n = header.len() + payload.len();
         self.len += n;
-        let chunk = self.tail_chunk(n);
-        chunk.extend_from_slice(header);
-        let start = chunk.len();
-        chunk.extend_from_slice(payload);
-        if let Some(mut key) = mask {
-            rapidws_simd::mask::apply(&mut chunk[start..], &mut key);
+        // Into the tail chunk when it has room, else into a new one (the spare, when
+        // there is one), filled before it is queued.
+        if let Some(Entry::Copied(tail)) = self.data.back_mut()
+            && tail.len() + n <= CHUNK_MAX
+        {
+            return copy_frame(tail, header, payload, mask);
         }
-    }
-
-    /// The chunk the next `n` bytes of small frames are copied into: the tail one when it
-    /// has room, else a new one (the spare, when there is one).
-    fn tail_chunk(&mut self, n: usize) -> &mut BytesMut {
-        let reuse =
-            matches!(self.data.back_mut(), Some(Entry::Copied(c)) if c.len() + n <= CHUNK_MAX);
-        if !reuse {
-            let chunk = match self.spare.take() {
-                Some(spare) if spare.capacity() >= n => spare,
-                _ => BytesMut::with_capacity(n.max(CHUNK_MIN)),
-            };
-            self.data.push_back(Entry::Copied(chunk));
-        }
-        match self.data.back_mut() {
-            Some(Entry::Copied(c)) => c,
-            // Just pushed.
-            _ => unreachable!("the tail is a chunk"),
-        }
+        let mut chunk = match self.spare.take() {
+            Some(spare) if spare.capacity() >= n => spare,
+            _ => BytesMut::with_capacity(n.max(CHUNK_MIN)),
+        };
+        copy_frame(&mut chunk, header, payload, mask);
+        self.data.push_back(Entry::Copied(chunk));
     }
 
     /// Fills `out` with the unwritten bytes in the order they go out; returns how many
     /// slices were used (0 when nothing waits).
+    #[inline]
     pub(crate) fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        // Most of the time one frame waits, not yet started: its parts as they are.
+        if self.written == 0
+            && self.control.is_empty()
+            && let Some(entry) = self.data.single()
+        {
+            let mut n = 0;
+            let (a, b) = entry.parts();
+            for part in [a, b] {
+                if !part.is_empty() && n < out.len() {
+                    out[n] = IoSlice::new(part);
+                    n += 1;
+                }
+            }
+            return n;
+        }
         let mut n = 0;
         let mut skip = self.written;
         let mut put = |part: &'a [u8], n: &mut usize| -> bool {
@@ -233,9 +237,27 @@ impl OutQueue {
 
     /// Marks `n` bytes as written (in [`io_slices`](Self::io_slices) order), dropping the
     /// frames that are done.
+    #[inline]
     pub(crate) fn advance(&mut self, mut n: usize) {
         debug_assert!(n <= self.len);
-        self.len -= n.min(self.len);
+        if n >= self.len {
+            // Everything went out (the usual case): no frame-by-frame accounting.
+            self.len = 0;
+            self.written = 0;
+            self.data_in_progress = false;
+            self.control.clear();
+            match self.data.pop_single() {
+                Some(entry) => self.recycle(entry),
+                None => {
+                    while let Some(entry) = self.data.pop_front() {
+                        self.recycle(entry);
+                    }
+                }
+            }
+            self.data.shrink_idle(16);
+            return;
+        }
+        self.len -= n;
         while n > 0 {
             if !self.data_in_progress
                 && let Some(c) = self.control.front()
@@ -262,17 +284,22 @@ impl OutQueue {
             n -= left;
             self.written = 0;
             self.data_in_progress = false;
-            if let Some(Entry::Copied(mut chunk)) = self.data.pop_front()
-                && chunk.capacity() <= CHUNK_MAX
-            {
-                // Only ever read through slices: never shared. Kept for the next small
-                // frames, so one message at a time allocates nothing.
-                chunk.clear();
-                self.spare = Some(chunk);
+            if let Some(entry) = self.data.pop_front() {
+                self.recycle(entry);
             }
         }
-        if self.len == 0 {
-            self.data.shrink_idle(16);
+    }
+
+    /// A written frame leaves the queue; a coalesce chunk is kept for the next small
+    /// frames, so one message at a time allocates nothing.
+    #[inline]
+    fn recycle(&mut self, entry: Entry) {
+        if let Entry::Copied(mut chunk) = entry
+            && chunk.capacity() <= CHUNK_MAX
+        {
+            // Only ever read through slices: never shared.
+            chunk.clear();
+            self.spare = Some(chunk);
         }
     }
 
@@ -325,6 +352,18 @@ impl OutQueue {
             self.control = VecDeque::new();
         }
         self.data.shrink_idle(0);
+    }
+}
+
+/// Appends a whole small frame to `chunk`: `header`, then `payload`, masked with `mask` (a
+/// client's key) as it is copied.
+#[inline]
+fn copy_frame(chunk: &mut BytesMut, header: &[u8], payload: &[u8], mask: Option<[u8; 4]>) {
+    chunk.extend_from_slice(header);
+    let start = chunk.len();
+    chunk.extend_from_slice(payload);
+    if let Some(mut key) = mask {
+        rapidws_simd::mask::apply(&mut chunk[start..], &mut key);
     }
 }
 

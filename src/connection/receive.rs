@@ -54,13 +54,18 @@ impl Connection {
     pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
         self.release();
         let spare = self.rx.capacity() - self.rx.len();
-        let rest = match self.decoder.frame_remaining() {
-            Some(rest) if self.held > 0 => {
-                let arrived = self.held - self.held_start;
-                let bound = self.config.max_read_ahead.max(arrived);
-                usize::try_from(rest).map_or(bound, |r| r.min(bound))
-            }
-            _ => 0,
+        // Only a held frame reserves for its rest; between frames (the usual read) the
+        // decoder is not asked.
+        let rest = match self.held {
+            0 => 0,
+            held => match self.decoder.frame_remaining() {
+                Some(rest) => {
+                    let arrived = held - self.held_start;
+                    let bound = self.config.max_read_ahead.max(arrived);
+                    usize::try_from(rest).map_or(bound, |r| r.min(bound))
+                }
+                None => 0,
+            },
         };
         if rest > 0 {
             // The frame's rest and one read more, in one step: the read that completes
@@ -82,6 +87,7 @@ impl Connection {
     /// the IO layers read through: [`Config::read_buffer_size`](super::Config) at first,
     /// doubling (up to 256 KiB) while reads fill what they were offered (a large message
     /// streaming in), back to the configured size when a read leaves room.
+    #[inline]
     pub fn reserve_read(&mut self) -> &mut BytesMut {
         let size = self.read_size as usize;
         self.reserve_recv(size);
@@ -97,6 +103,7 @@ impl Connection {
     }
 
     /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
+    #[inline]
     pub fn handle_received(&mut self, now: Instant) {
         let n = self.rx.len().saturating_sub(self.rx_mark);
         self.rx_mark = self.rx.len();
@@ -324,19 +331,42 @@ impl Connection {
     /// [`next_whole`](Self::next_whole) as the positions, valid until the next call that
     /// takes `&mut self`.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline]
     pub(crate) fn poll_raw_message(&mut self) -> Option<Result<Raw, Error>> {
+        if self.nothing_to_poll() {
+            return None;
+        }
         self.next_whole()
     }
 
     /// [`poll_raw_message`](Self::poll_raw_message) without gathering chunks: every event
     /// as it comes.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline]
     pub(crate) fn poll_raw(&mut self) -> Option<Result<Raw, Error>> {
+        if self.nothing_to_poll() {
+            return None;
+        }
         self.next_raw()
+    }
+
+    /// Whether an event poll would find nothing and change nothing: no bytes past a held
+    /// frame to decode, nothing lent to release, no failure or end of input to report.
+    /// An IO layer polls once before every read, and most of those polls find the buffer
+    /// empty: this answers them without the full poll.
+    #[inline]
+    fn nothing_to_poll(&self) -> bool {
+        self.held == self.rx.len()
+            && self.rx_pending == 0
+            && !self.msg_delivered
+            && !self.input_eof
+            && (self.failure_reported || self.failure.is_none())
+            && !(self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
     }
 
     /// The message `raw` (from [`poll_raw_message`](Self::poll_raw_message)), taken.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline]
     pub(crate) fn take_message(&mut self, raw: Raw) -> Message {
         match raw {
             Raw::Data { kind, loc, .. } => Message::from_data(kind, self.take(loc)),
@@ -357,6 +387,7 @@ impl Connection {
 
     /// The next event with the chunks of a message ([`Delivery::Chunks`]) gathered into
     /// the message buffer: whole messages, pings, pongs and the close.
+    #[inline]
     fn next_whole(&mut self) -> Option<Result<Raw, Error>> {
         loop {
             let raw = match self.next_raw()? {
@@ -470,6 +501,7 @@ impl Connection {
         }
     }
 
+    #[inline]
     fn take(&mut self, loc: Loc) -> Bytes {
         match loc {
             Loc::Rx(r) => {
@@ -492,6 +524,7 @@ impl Connection {
         }
     }
 
+    #[inline]
     fn next_raw(&mut self) -> Option<Result<Raw, Error>> {
         self.release();
         if let Some(e) = self.report_failure() {

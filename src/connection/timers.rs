@@ -95,6 +95,27 @@ impl Connection {
         next
     }
 
+    /// Which timers run, in a few bits: while this stays the same, no deadline moved
+    /// earlier than [`poll_timeout`](Self::poll_timeout) last said, because each running
+    /// timer's deadline only ever moves later (bytes and frames arrive later, the rest are
+    /// fixed while they run). An IO layer that armed that deadline need not ask again
+    /// until this changes or its timer fires.
+    #[inline]
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn timer_state(&self) -> u8 {
+        let phase = match &self.phase {
+            Phase::Open => 0,
+            Phase::CloseSent { .. } => 1,
+            Phase::CloseReceived => 2,
+            Phase::Teardown(_) => 3,
+            Phase::Done => 4,
+        };
+        phase
+            | u8::from(self.timers.ping_sent_at.is_some()) << 3
+            | u8::from(self.timers.message_since.is_some()) << 4
+            | u8::from(self.holds_idle_memory()) << 5
+    }
+
     /// Runs the timers due at `now`: a keepalive ping is queued, a timeout fails the
     /// connection (reported by the next [`poll_event`](Self::poll_event), its close frame
     /// queued), or the teardown ends.

@@ -891,8 +891,8 @@ impl<S> Drop for ReadHalf<S> {
 /// For a writing half whose reading half is gone: reads what has arrived, so pings are
 /// answered, a close is echoed and the timers run, and drops the data messages.
 fn discard_received(engine: &mut Engine, cx: &mut Context<'_>, ww: &Waker, io: &mut dyn Io) {
-    while let Poll::Ready(Ok(Some(raw))) = engine.poll_recv_raw(cx, Some(ww), io, false) {
-        drop(engine.conn.raw_owned(raw));
+    while let Poll::Ready(Ok(Some(event))) = engine.poll_recv(cx, Some(ww), io) {
+        drop(event);
     }
 }
 
