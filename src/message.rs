@@ -4,8 +4,6 @@
 use bytes::Bytes;
 
 use crate::codec::{CloseCode, MessageKind};
-#[cfg(all(doc, feature = "deflate"))]
-use crate::deflate::DeflateConfig;
 
 mod utf8;
 
@@ -362,12 +360,24 @@ impl<'a> MessageRef<'a> {
 /// assert_eq!(Compression::default(), Compression::Auto);
 /// ```
 #[cfg_attr(
+    feature = "deflate",
+    doc = "[`DeflateConfig::min_size`]: crate::deflate::DeflateConfig::min_size"
+)]
+#[cfg_attr(
     not(feature = "deflate"),
     doc = concat!("[`DeflateConfig::min_size`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/deflate/struct.DeflateConfig.html#structfield.min_size")
 )]
 #[cfg_attr(
+    feature = "deflate",
+    doc = "[`DeflateConfig::predict_incompressible`]: crate::deflate::DeflateConfig::predict_incompressible"
+)]
+#[cfg_attr(
     not(feature = "deflate"),
     doc = concat!("[`DeflateConfig::predict_incompressible`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/deflate/struct.DeflateConfig.html#structfield.predict_incompressible")
+)]
+#[cfg_attr(
+    feature = "deflate",
+    doc = "[`DeflateConfig::skip_if_not_smaller`]: crate::deflate::DeflateConfig::skip_if_not_smaller"
 )]
 #[cfg_attr(
     not(feature = "deflate"),

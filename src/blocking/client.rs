@@ -8,7 +8,6 @@ use crate::config::ClientConfig;
 use crate::connection::Config;
 use crate::error::Error;
 use crate::handshake::{ClientHandshake, ClientRequest, Negotiated, Response};
-#[cfg(not(feature = "rustls"))]
 use crate::url::UrlError;
 use crate::url::WsUrl;
 
@@ -37,7 +36,8 @@ pub fn connect_with_response(
     if url.secure {
         #[cfg(feature = "rustls")]
         {
-            let tls = super::tls::open_tls(&url, config, None)?;
+            let tcp = open_stream(&url.host, url.port, true, config)?;
+            let tls = super::tls::open_tls(&url, config, None, tcp)?;
             return handshake(
                 MaybeTlsStream::Rustls(Box::new(tls)),
                 &url.host_header(),
@@ -160,4 +160,30 @@ pub fn from_handshake<S: Transport>(
         leftover,
         negotiated.subprotocol,
     )
+}
+
+/// Connects to a `wss://host[:port]/path` URL (feature `rustls`): TCP as
+/// [`connect`](super::connect) does (the socket's read and write timeouts bound the TLS
+/// handshake too), TLS with `tls` (else [`ClientConfig::tls`], else
+/// [`tls::default_client_config`](crate::tls::default_client_config): ring provider,
+/// Mozilla's roots), then the opening handshake. The certificate is checked against the
+/// URL's host; a failed check is [`Error::Io`] (kind `InvalidData`) naming the
+/// certificate problem, and a server that answers in plain text says "server did not
+/// answer TLS".
+///
+/// [`connect`](super::connect) takes `wss://` URLs too, with one stream type for both
+/// schemes; this is the explicit form, returning the TLS stream itself.
+#[cfg(feature = "rustls")]
+pub fn connect_tls(
+    url: &str,
+    config: &ClientConfig,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+) -> Result<WebSocket<super::TlsStream>, Error> {
+    let url = WsUrl::parse(url)?;
+    if !url.secure {
+        return Err(Error::Url(UrlError::NotSecure));
+    }
+    let tcp = open_stream(&url.host, url.port, true, config)?;
+    let stream = super::tls::open_tls(&url, config, tls, tcp)?;
+    handshake(stream, &url.host_header(), &url.resource, config).map(|(ws, _)| ws)
 }

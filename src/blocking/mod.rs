@@ -59,6 +59,8 @@ mod tls;
 mod ws;
 
 pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
+#[cfg(feature = "rustls")]
+pub use client::connect_tls;
 pub use client::{
     client_handshake, client_handshake_with_response, connect, connect_with_response,
     from_handshake,
@@ -67,7 +69,7 @@ pub use net::Transport;
 pub use server::{accept, accept_with};
 pub use stream::MaybeTlsStream;
 #[cfg(feature = "rustls")]
-pub use tls::{TlsStream, connect_tls};
+pub use tls::TlsStream;
 pub use ws::WebSocket;
 
 pub use crate::codec::{CloseCode, MessageKind};

@@ -278,7 +278,7 @@ impl Connection {
         }
         // Our close went out long ago and the peer did not answer: lingering for it to
         // read our close would wait on a peer that is not there.
-        let unanswered = e == Error::Timeout(crate::error::Timeout::Close);
+        let unanswered = e == Error::Timeout(super::Timeout::Close);
         self.latch(e);
         self.clear_input();
         let now = self.now;

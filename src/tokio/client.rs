@@ -1,21 +1,18 @@
 //! Client side: URL, DNS, TCP connect, TLS for `wss://`, and the opening handshake.
 
-use std::future::Future;
 use std::io;
-use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::codec::Role;
 use crate::config::ClientConfig;
-use crate::error::{Error, Timeout};
+use crate::error::Error;
 use crate::handshake::{ClientHandshake, Response};
-#[cfg(not(feature = "tokio-rustls"))]
 use crate::url::UrlError;
 use crate::url::WsUrl;
 
-use super::net::connect_tcp;
+use super::net::{connect_tcp, within};
 use super::stream::MaybeTlsStream;
 use super::ws::WebSocket;
 
@@ -116,7 +113,7 @@ pub(crate) async fn open_stream(
         };
         return tokio::time::timeout(config.connect_timeout, attempt)
             .await
-            .map_err(|_| Error::Timeout(Timeout::Connect))?;
+            .map_err(|_| Error::Timeout(crate::error::Timeout::Connect))?;
     }
     connect_tcp(host, port, config.connect_timeout, config.nodelay).await
 }
@@ -154,19 +151,6 @@ where
         handshake(stream, host, path, config),
     )
     .await
-}
-
-/// Runs `work` within `limit` (no limit: `None`); past it, the handshake timed out.
-pub(crate) async fn within<T>(
-    limit: Option<Duration>,
-    work: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    match limit {
-        Some(t) => tokio::time::timeout(t, work)
-            .await
-            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
-        None => work.await,
-    }
 }
 
 /// The client handshake itself, without a deadline (the callers set one).
@@ -207,12 +191,53 @@ where
         deflate = response.is_deflate(),
         "websocket open"
     );
-    let ws = super::server::from_handshake(
+    let ws = super::ws::open_with(
         stream,
         Role::Client,
-        &config.connection,
+        std::sync::Arc::new(config.connection.clone()),
         negotiated,
         &leftover,
     );
     Ok((ws, response))
+}
+
+/// Connects to a `wss://host[:port]/path` URL: TCP (directly, or through the
+/// configured proxy with feature `proxy`; within [`ClientConfig::connect_timeout`]),
+/// TLS with `tls` (else [`ClientConfig::tls`], else
+/// [`default_client_config`](crate::tls::default_client_config)) and the opening
+/// handshake (the two within the handshake timeout). The certificate is checked against
+/// the URL's host.
+///
+/// [`connect`](super::connect) takes `wss://` URLs too and returns one stream type for
+/// both schemes; this is the explicit form, returning the TLS stream itself.
+#[cfg(feature = "tokio-rustls")]
+pub async fn connect_tls(
+    url: &str,
+    config: &ClientConfig,
+    tls: Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>,
+) -> Result<WebSocket<super::TlsStream<TcpStream>>, Error> {
+    connect_tls_with_response(url, config, tls)
+        .await
+        .map(|(ws, _)| ws)
+}
+
+/// [`connect_tls`], returning the server's response too (see
+/// [`connect_with_response`](super::connect_with_response)).
+#[cfg(feature = "tokio-rustls")]
+pub async fn connect_tls_with_response(
+    url: &str,
+    config: &ClientConfig,
+    tls: Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>,
+) -> Result<(WebSocket<super::TlsStream<TcpStream>>, Response), Error> {
+    let url = WsUrl::parse(url)?;
+    if !url.secure {
+        return Err(Error::Url(UrlError::NotSecure));
+    }
+    let (tls, name) = super::tls::prepare(&url, config, tls)?;
+    let tcp = open_stream(&url.host, url.port, true, config).await?;
+    within(config.handshake_timeout, async {
+        let stream = super::tls::tls_handshake(tls, name, tcp).await?;
+        handshake(stream, &url.host_header(), &url.resource, config).await
+    })
+    .await
 }

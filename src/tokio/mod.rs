@@ -66,22 +66,23 @@ pub use crate::proxy::{
     DEFAULT_MAX_RESPONSE_HEAD, Proxy, ProxyError, ProxyKind, ProxyServer, env_proxy,
 };
 pub use crate::url::{UrlError, WsUrl};
-#[cfg(feature = "http2")]
-pub(crate) use client::within;
 pub use client::{
     client_handshake, client_handshake_with_response, connect, connect_with_response,
 };
+#[cfg(feature = "tokio-rustls")]
+pub use client::{connect_tls, connect_tls_with_response};
 pub(crate) use net::Acceptor;
+#[cfg(feature = "http2")]
+pub(crate) use net::within;
 pub use reconnect::{Backoff, Failure, NoHook, Reconnect, ReconnectingWebSocket};
 #[cfg(feature = "hyper")]
 pub(crate) use server::open_server;
 pub use server::{accept, accept_with, from_handshake, serve};
+#[cfg(feature = "tokio-rustls")]
+pub use server::{accept_tls, accept_tls_with};
 pub use stream::MaybeTlsStream;
 #[cfg(feature = "tokio-rustls")]
-pub use tls::{
-    ServerTlsStream, TlsAcceptor, TlsStream, accept_tls, accept_tls_with, connect_tls,
-    connect_tls_with_response,
-};
+pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream};
 pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
 
 pub use crate::codec::{CloseCode, MessageKind};

@@ -1,5 +1,6 @@
 //! TCP plumbing for the client and server helpers: resolve, connect, accept with a limit.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -95,3 +96,16 @@ fn is_transient_accept_error(e: &io::Error) -> bool {
 /// Pause after an `accept` error that is not per-connection (out of file descriptors or
 /// memory), so the loop does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Runs `work` within `limit` (no limit: `None`); past it, the handshake timed out.
+pub(crate) async fn within<T>(
+    limit: Option<Duration>,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match limit {
+        Some(t) => tokio::time::timeout(t, work)
+            .await
+            .map_err(|_| Error::Timeout(Timeout::Handshake))?,
+        None => work.await,
+    }
+}

@@ -73,7 +73,7 @@ where
     F: FnOnce(&Request) -> Result<H, Reject>,
     H: ResponseHeaders,
 {
-    super::client::within(
+    super::net::within(
         config.handshake_timeout,
         handshake(stream, config, check, shared),
     )
@@ -128,7 +128,7 @@ where
         "websocket open"
     );
     let settings = shared.map_or_else(|| Arc::new(config.connection.clone()), Arc::clone);
-    Ok(open_with(
+    Ok(super::ws::open_with(
         stream,
         Role::Server,
         settings,
@@ -168,22 +168,7 @@ pub fn from_handshake<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    open_with(io, role, Arc::new(config.clone()), negotiated, leftover)
-}
-
-/// [`from_handshake`] with settings that may be shared with other connections.
-pub(crate) fn open_with<S>(
-    io: S,
-    role: Role,
-    config: Arc<Config>,
-    negotiated: Negotiated,
-    leftover: &[u8],
-) -> WebSocket<S>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let conn = negotiated.open(role, config, super::engine::now());
-    WebSocket::from_connection(io, conn, leftover, negotiated.subprotocol)
+    super::ws::open_with(io, role, Arc::new(config.clone()), negotiated, leftover)
 }
 
 /// The server end of a connection whose handshake was accepted by an HTTP server such as
@@ -255,4 +240,42 @@ where
             run.await;
         });
     }
+}
+
+/// Accepts a `wss://` connection on `stream` (a freshly accepted TCP stream, or any
+/// byte stream): the TLS handshake with `acceptor`, then the WebSocket opening handshake
+/// (see [`accept`](super::accept)), the two together within
+/// [`ServerConfig::handshake_timeout`].
+#[cfg(feature = "tokio-rustls")]
+pub async fn accept_tls<S>(
+    acceptor: &super::TlsAcceptor,
+    stream: S,
+    config: &ServerConfig,
+) -> Result<WebSocket<super::ServerTlsStream<S>>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    accept_tls_with(acceptor, stream, config, |_| Ok(())).await
+}
+
+/// [`accept_tls`], letting `check` inspect the request (path, headers, origin; the TLS
+/// session is established by then) and refuse it with an HTTP status, or accept it adding
+/// response headers, as [`accept_with`](super::accept_with) does.
+#[cfg(feature = "tokio-rustls")]
+pub async fn accept_tls_with<S, F, H>(
+    acceptor: &super::TlsAcceptor,
+    stream: S,
+    config: &ServerConfig,
+    check: F,
+) -> Result<WebSocket<super::ServerTlsStream<S>>, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: FnOnce(&Request) -> Result<H, Reject>,
+    H: crate::handshake::ResponseHeaders,
+{
+    super::net::within(config.handshake_timeout, async {
+        let tls = acceptor.accept(stream).await?;
+        handshake(tls, config, check, None).await
+    })
+    .await
 }

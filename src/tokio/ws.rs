@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use crate::codec::{CloseCode, MessageKind, Role};
 use crate::connection::{Config, Connection, OwnedEvent, PreparedMessage};
 use crate::error::{Error, TrySendError};
+use crate::handshake::Negotiated;
 use crate::message::{CloseFrame, Compression, Message, MessageRef, Utf8Bytes};
 
 use super::engine::{Engine, Io, PairIo, WriteOnly};
@@ -486,6 +487,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             WriteHalf { shared },
         )
     }
+}
+
+/// A connection over `io` after a handshake that agreed `negotiated` (see
+/// [`from_handshake`](super::from_handshake)), with settings that may be shared with other connections.
+pub(crate) fn open_with<S>(
+    io: S,
+    role: Role,
+    config: Arc<Config>,
+    negotiated: Negotiated,
+    leftover: &[u8],
+) -> WebSocket<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let conn = negotiated.open(role, config, super::engine::now());
+    WebSocket::from_connection(io, conn, leftover, negotiated.subprotocol)
 }
 
 /// Turns a message into a send operation on the engine; `compression` applies to a data
