@@ -1,0 +1,177 @@
+//! A message as a byte stream: [`IncomingMessage`] reads one being received,
+//! [`MessageWriter`] writes one as fragments.
+
+use super::*;
+
+/// A data message being received, as an [`AsyncRead`] of its payload (see
+/// [`WebSocket::recv_stream`]). Reading returns 0 at the end of the message.
+pub struct IncomingMessage<'a, S> {
+    pub(super) ws: &'a mut WebSocket<S>,
+    pub(super) kind: MessageKind,
+    pub(super) chunk: Bytes,
+    pub(super) fin: bool,
+}
+
+impl<S> IncomingMessage<'_, S> {
+    /// Text or binary. For text, the whole payload is valid UTF-8 (a read may end inside a
+    /// code point).
+    pub fn kind(&self) -> MessageKind {
+        self.kind
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for IncomingMessage<'_, S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if !this.chunk.is_empty() {
+                let n = this.chunk.len().min(buf.remaining());
+                buf.put_slice(&this.chunk.split_to(n));
+                return Poll::Ready(Ok(()));
+            }
+            if this.fin {
+                return Poll::Ready(Ok(()));
+            }
+            let ev = ready!(this.ws.poll_event(cx)).map_err(io::Error::from)?;
+            match ev {
+                Some(OwnedEvent::Chunk { data, fin, .. }) => {
+                    this.chunk = data;
+                    this.fin = fin;
+                }
+                Some(OwnedEvent::Message { data, .. }) => {
+                    this.chunk = data;
+                    this.fin = true;
+                }
+                Some(OwnedEvent::Ping(_) | OwnedEvent::Pong(_)) => {}
+                Some(_) | None => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed in the middle of a message",
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// A fragmented message being sent (see [`WebSocket::begin_message`]).
+///
+/// Each chunk becomes one frame. Dropping the writer without [`finish`](Self::finish)
+/// (or cancelling the `send_from` that holds it) abandons the message: when none of it
+/// was queued nothing reaches the peer and the connection goes on; otherwise the
+/// connection is closed with 1011 and the next receive reports [`Error::Abandoned`]
+/// (see [`Connection::abort_message`]).
+pub struct MessageWriter<'a, S> {
+    pub(super) ws: &'a mut WebSocket<S>,
+    pub(super) finished: bool,
+}
+
+impl<S> Drop for MessageWriter<'_, S> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.ws
+                .engine
+                .conn
+                .abort_message(crate::tokio::engine::now());
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
+    /// Sends one fragment, waiting for room in the send queue first (no flush).
+    pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
+        self.ws.engine.send_with(|c| c.send_chunk(data))
+    }
+
+    /// Sends the final fragment (possibly empty) and flushes.
+    pub async fn finish(mut self, data: &[u8]) -> Result<(), Error> {
+        poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
+        self.finished = true;
+        self.ws.engine.send_with(|c| c.end_message(data))?;
+        self.ws.flush().await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
+    /// Queues `buf` as one fragment once the send queue has room.
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.finished {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        ready!(this.ws.with_room(cx, buf.len()))?;
+        this.ws.engine.send_with(|c| c.send_chunk(buf))?;
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut()
+            .ws
+            .poll_flush_queue(cx)
+            .map_err(io::Error::from)
+    }
+
+    /// Ends the message with an empty final fragment, then flushes.
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.finished {
+            this.ws.engine.send_with(|c| c.end_message(&[]))?;
+            this.finished = true;
+        }
+        this.ws.poll_flush_queue(cx).map_err(io::Error::from)
+    }
+}
+
+/// The two fragmented-message writers ([`MessageWriter`], [`HalfMessageWriter`]), so that
+/// `send_from` has one body.
+pub(super) trait FragmentWriter {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error>;
+    async fn end(self, data: &[u8]) -> Result<(), Error>;
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for MessageWriter<'_, S> {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.send_chunk(data).await
+    }
+    async fn end(self, data: &[u8]) -> Result<(), Error> {
+        self.finish(data).await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for HalfMessageWriter<'_, S> {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.send_chunk(data).await
+    }
+    async fn end(self, data: &[u8]) -> Result<(), Error> {
+        self.finish(data).await
+    }
+}
+
+/// Reads `reader` to its end in pieces of at most `chunk_size` bytes, each sent as one
+/// fragment through `w`, then ends the message; returns the bytes sent.
+pub(super) async fn copy_fragments<W: FragmentWriter, R: AsyncRead + Unpin>(
+    mut w: W,
+    mut reader: R,
+    chunk_size: usize,
+) -> Result<u64, Error> {
+    let mut buf = vec![0u8; chunk_size.max(1)];
+    let mut total = 0u64;
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            w.end(&[]).await?;
+            return Ok(total);
+        }
+        total += n as u64;
+        w.chunk(&buf[..n]).await?;
+    }
+}

@@ -1,0 +1,518 @@
+//! The split halves of a [`WebSocket`]: one connection behind a lock, a waker pair so
+//! neither half loses the socket's write wake-up to the other.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// Split halves
+// ---------------------------------------------------------------------------------------
+
+/// Wakes both halves: the socket remembers one waker per direction, and either half may
+/// be the one that last polled the write side.
+#[derive(Default)]
+pub(super) struct WakerPair {
+    reader: Mutex<Option<Waker>>,
+    writer: Mutex<Option<Waker>>,
+}
+
+impl WakerPair {
+    fn set(slot: &Mutex<Option<Waker>>, w: &Waker) {
+        let mut g = slot.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_ref() {
+            Some(old) if old.will_wake(w) => {}
+            _ => *g = Some(w.clone()),
+        }
+    }
+
+    fn wake_slot(slot: &Mutex<Option<Waker>>) {
+        let w = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+}
+
+impl Wake for WakerPair {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        Self::wake_slot(&self.reader);
+        Self::wake_slot(&self.writer);
+    }
+}
+
+pub(super) struct Inner<S> {
+    pub(super) engine: Engine,
+    pub(super) rd: tokio::io::ReadHalf<S>,
+    pub(super) wr: tokio::io::WriteHalf<S>,
+    /// The [`ReadHalf`] is alive. Once it is dropped, the writing half reads in its
+    /// calls instead (answering pings, echoing the close, discarding data messages).
+    pub(super) reader: bool,
+}
+
+pub(super) struct Shared<S> {
+    pub(super) inner: Mutex<Inner<S>>,
+    pub(super) wakers: Arc<WakerPair>,
+    /// A waker for [`WakerPair`], made once.
+    pub(super) combined: Waker,
+}
+
+impl<S> Shared<S> {
+    fn lock(&self) -> MutexGuard<'_, Inner<S>> {
+        // A panic while holding the lock leaves consistent state behind (every
+        // operation completes or returns before touching shared state); go on.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The receiving half of a split [`WebSocket`]. It also writes pongs and the close echo,
+/// and drives the timers: keep polling it.
+///
+/// Dropping it while the [`WriteHalf`] lives hands the reading to the writing half: each
+/// call on the `WriteHalf` (and each of its waits) then reads what the peer sent,
+/// answers pings, echoes a close, runs the timers and discards data messages, which no
+/// one is left to receive. Between the writing half's calls nothing reads, as with an
+/// unsplit [`WebSocket`] that nobody polls.
+pub struct ReadHalf<S> {
+    pub(super) shared: Arc<Shared<S>>,
+    /// The message `recv_ref` lends (copied out of the shared connection).
+    pub(super) lent: Lent,
+}
+
+/// What [`ReadHalf::recv_ref`] lends: a copy of the message in a buffer the half keeps.
+#[derive(Default)]
+pub(super) struct Lent {
+    kind: LentKind,
+    /// The payload (for a close frame: the reason).
+    buf: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Default)]
+enum LentKind {
+    Text,
+    #[default]
+    Binary,
+    Ping,
+    Pong,
+    Close(Option<CloseCode>),
+}
+
+/// `recv_ref`'s copy buffer is kept for the next message up to this size.
+const LENT_RETAIN: usize = 64 * 1024;
+
+impl Lent {
+    fn store(&mut self, msg: MessageRef<'_>) {
+        if self.buf.capacity() > LENT_RETAIN {
+            self.buf = Vec::new();
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(msg.as_bytes());
+        self.kind = match msg {
+            MessageRef::Text(_) => LentKind::Text,
+            MessageRef::Binary(_) => LentKind::Binary,
+            MessageRef::Ping(_) => LentKind::Ping,
+            MessageRef::Pong(_) => LentKind::Pong,
+            MessageRef::Close(c) => LentKind::Close(c.map(|(code, _)| code)),
+        };
+    }
+
+    fn get(&self) -> MessageRef<'_> {
+        // Text and close reasons were validated as they arrived; checked again without
+        // `unsafe`.
+        let text = || std::str::from_utf8(&self.buf).unwrap_or_default();
+        match self.kind {
+            LentKind::Text => MessageRef::Text(text()),
+            LentKind::Binary => MessageRef::Binary(&self.buf),
+            LentKind::Ping => MessageRef::Ping(&self.buf),
+            LentKind::Pong => MessageRef::Pong(&self.buf),
+            LentKind::Close(code) => MessageRef::Close(code.map(|c| (c, text()))),
+        }
+    }
+}
+
+/// The sending half of a split [`WebSocket`].
+pub struct WriteHalf<S> {
+    pub(super) shared: Arc<Shared<S>>,
+}
+
+impl<S> std::fmt::Debug for ReadHalf<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadHalf").finish_non_exhaustive()
+    }
+}
+
+impl<S> std::fmt::Debug for WriteHalf<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteHalf").finish_non_exhaustive()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
+    /// Polls for the next message.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        WakerPair::set(&self.shared.wakers.reader, cx.waker());
+        let shared = self.shared.clone();
+        let mut inner = shared.lock();
+        let inner = &mut *inner;
+        let mut io = PairIo {
+            rd: &mut inner.rd,
+            wr: &mut inner.wr,
+        };
+        poll_message(&mut inner.engine, cx, Some(&shared.combined), &mut io)
+    }
+
+    /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
+    pub async fn recv(&mut self) -> Result<Option<Message>, Error> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
+    pub fn poll_recv_ref(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
+        WakerPair::set(&self.shared.wakers.reader, cx.waker());
+        let shared = self.shared.clone();
+        let mut inner = shared.lock();
+        let inner = &mut *inner;
+        let mut io = PairIo {
+            rd: &mut inner.rd,
+            wr: &mut inner.wr,
+        };
+        let raw = ready!(
+            inner
+                .engine
+                .poll_recv_raw(cx, Some(&shared.combined), &mut io, true)
+        )?;
+        let Some(raw) = raw else {
+            return Poll::Ready(Ok(None));
+        };
+        self.lent.store(inner.engine.conn.raw_ref(&raw));
+        Poll::Ready(Ok(Some(self.lent.get())))
+    }
+
+    /// Receives the next message borrowed from this half, valid until the next call on
+    /// it; `Ok(None)` after the connection closed. Cancel-safe.
+    ///
+    /// The connection is shared with the [`WriteHalf`] behind a lock that must not stay
+    /// held while the message is in use, so the payload is copied once into a buffer
+    /// this half keeps (up to 64 KiB of it is kept between messages): no allocation per
+    /// message once that buffer has grown to the message size. [`WebSocket::recv_ref`]
+    /// lends without the copy.
+    pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
+        let got = poll_fn(|cx| self.poll_recv_ref(cx).map(|r| r.map(|m| m.is_some()))).await?;
+        Ok(got.then(|| self.lent.get()))
+    }
+
+    /// The peer's close frame, once received.
+    pub fn close_frame(&self) -> Option<CloseFrame> {
+        self.shared.lock().engine.conn.peer_close().cloned()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Stream for ReadHalf<S> {
+    type Item = Result<Message, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_recv(cx).map(Result::transpose)
+    }
+}
+
+impl<S> Drop for ReadHalf<S> {
+    fn drop(&mut self) {
+        self.shared.lock().reader = false;
+        // A writing half waiting for the socket now reads in that wait too.
+        WakerPair::wake_slot(&self.shared.wakers.writer);
+    }
+}
+
+/// For a writing half whose reading half is gone: reads what has arrived, so pings are
+/// answered, a close is echoed and the timers run, and drops the data messages.
+fn discard_received(engine: &mut Engine, cx: &mut Context<'_>, ww: &Waker, io: &mut dyn Io) {
+    while let Poll::Ready(Ok(Some(event))) = engine.poll_recv(cx, Some(ww), io) {
+        drop(event);
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
+    /// Runs `f` with the engine, the write half and a context whose waker wakes both halves.
+    fn with<T>(
+        &self,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> T,
+    ) -> T {
+        WakerPair::set(&self.shared.wakers.writer, cx.waker());
+        let mut inner = self.shared.lock();
+        let inner = &mut *inner;
+        let mut wcx = Context::from_waker(&self.shared.combined);
+        if inner.reader {
+            return f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), &mut wcx);
+        }
+        let mut io = PairIo {
+            rd: &mut inner.rd,
+            wr: &mut inner.wr,
+        };
+        discard_received(&mut inner.engine, &mut wcx, &self.shared.combined, &mut io);
+        f(&mut inner.engine, &mut io, &mut wcx)
+    }
+
+    fn queue(&self, msg: Message, compression: Compression) -> Result<(), Error> {
+        let closing = matches!(msg, Message::Close(_));
+        let r = queue_message(&mut self.shared.lock().engine, msg, compression);
+        if closing {
+            // The reading half arms the close timeout.
+            WakerPair::wake_slot(&self.shared.wakers.reader);
+        }
+        r
+    }
+
+    /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
+    /// high-water mark. The task polling the [`ReadHalf`] is woken to write it, so a
+    /// message queued from any task leaves at once, not at that task's next receive.
+    pub fn try_send(&self, msg: Message) -> Result<(), TrySendError> {
+        self.try_send_with(msg, Compression::Auto)
+    }
+
+    /// [`try_send`](Self::try_send) with the choice of whether this message is compressed
+    /// (see [`WebSocket::send_with`]).
+    pub fn try_send_with(
+        &self,
+        msg: Message,
+        compression: Compression,
+    ) -> Result<(), TrySendError> {
+        if !self.shared.lock().engine.has_room(msg.len()) {
+            return Err(TrySendError::QueueFull(msg));
+        }
+        self.queue(msg, compression).map_err(TrySendError::Failed)?;
+        self.wake_pump();
+        Ok(())
+    }
+
+    /// Queues a close frame with `code` and `reason` without waiting or doing IO, whatever
+    /// the send queue holds (a close is small, and it ends the flow that filled the
+    /// queue): the way to shed a consumer whose queue is full. The reading half writes it
+    /// behind what is queued and finishes the close handshake within the close timeout.
+    /// [`Error::Closed`] when a close was already sent.
+    pub fn try_close(&self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
+        self.queue(
+            Message::Close(Some(CloseFrame::new(code, reason))),
+            Compression::Auto,
+        )
+    }
+
+    /// Wakes the task polling the [`ReadHalf`]: it owns the socket's reads, and writes what
+    /// is queued whenever it runs. Without this, frames queued by a task that does not
+    /// flush would wait for the next frame from the peer or the next timer.
+    fn wake_pump(&self) {
+        WakerPair::wake_slot(&self.shared.wakers.reader);
+    }
+
+    /// Waits for room in the send queue, then queues `msg` (no flush).
+    pub fn feed(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.feed_with(msg, Compression::Auto)
+    }
+
+    /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
+    /// [`WebSocket::send_with`]).
+    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        let len = msg.len();
+        poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
+        self.queue(msg, compression)
+    }
+
+    /// Sends `msg`: waits for room, queues it and writes the queue out.
+    pub fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.send_with(msg, Compression::Auto)
+    }
+
+    /// [`send`](Self::send) with the choice of whether this message is compressed (see
+    /// [`WebSocket::send_with`]).
+    pub async fn send_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        self.feed_with(msg, compression).await?;
+        self.flush().await
+    }
+
+    /// Writes everything queued and flushes the stream.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_flush(wcx, wr))).await
+    }
+
+    /// Sends a close frame and flushes (within the close timeout, else
+    /// `Err(Error::Timeout(Timeout::Close))`). The reading half then receives until the peer's
+    /// close (within the close timeout) and returns `None`.
+    pub async fn close(&mut self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
+        match self.queue(
+            Message::Close(Some(CloseFrame::new(code, reason))),
+            Compression::Auto,
+        ) {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => return Err(e),
+        }
+        // A peer that never reads does not hold the flush forever: the close timeout runs
+        // while it waits.
+        self.flush().await
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.shared.lock().engine.queued()
+    }
+
+    /// Starts a fragmented message of unknown length; see [`WebSocket::begin_message`].
+    pub fn begin_message(&mut self, kind: MessageKind) -> Result<HalfMessageWriter<'_, S>, Error> {
+        self.begin_message_with(kind, Compression::Auto)
+    }
+
+    /// [`begin_message`](Self::begin_message) with the choice of whether the message is
+    /// compressed; see [`WebSocket::begin_message_with`].
+    pub fn begin_message_with(
+        &mut self,
+        kind: MessageKind,
+        compression: Compression,
+    ) -> Result<HalfMessageWriter<'_, S>, Error> {
+        self.shared
+            .lock()
+            .engine
+            .send_with(|c| c.begin_message_with(kind, compression))?;
+        Ok(HalfMessageWriter {
+            half: self,
+            finished: false,
+        })
+    }
+
+    /// Sends everything `reader` yields as one fragmented message, in chunks of up to
+    /// `chunk_size` bytes; returns the payload length sent. See [`WebSocket::send_from`].
+    pub async fn send_from<R: AsyncRead + Unpin>(
+        &mut self,
+        kind: MessageKind,
+        reader: R,
+        chunk_size: usize,
+    ) -> Result<u64, Error> {
+        self.send_from_with(kind, reader, chunk_size, Compression::Auto)
+            .await
+    }
+
+    /// [`send_from`](Self::send_from) with the choice of whether the message is
+    /// compressed; see [`WebSocket::begin_message_with`].
+    pub async fn send_from_with<R: AsyncRead + Unpin>(
+        &mut self,
+        kind: MessageKind,
+        reader: R,
+        chunk_size: usize,
+        compression: Compression,
+    ) -> Result<u64, Error> {
+        let w = self.begin_message_with(kind, compression)?;
+        copy_fragments(w, reader, chunk_size).await
+    }
+}
+
+/// A fragmented message being sent from a [`WriteHalf`] (see [`WriteHalf::begin_message`]).
+/// Dropping it without [`finish`](Self::finish) abandons the message, as dropping a
+/// [`MessageWriter`] does.
+pub struct HalfMessageWriter<'a, S> {
+    half: &'a mut WriteHalf<S>,
+    finished: bool,
+}
+
+impl<S> Drop for HalfMessageWriter<'_, S> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let goes_on = self
+                .half
+                .shared
+                .lock()
+                .engine
+                .conn
+                .abort_message(crate::tokio::engine::now());
+            if !goes_on {
+                // The reading half writes our close and runs the teardown.
+                WakerPair::wake_slot(&self.half.shared.wakers.reader);
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> HalfMessageWriter<'_, S> {
+    /// Sends one fragment, waiting for room in the send queue first (no flush).
+    pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        let half = &*self.half;
+        poll_fn(|cx| half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))).await?;
+        half.shared.lock().engine.send_with(|c| c.send_chunk(data))
+    }
+
+    /// Sends the final fragment (possibly empty) and flushes.
+    pub async fn finish(mut self, data: &[u8]) -> Result<(), Error> {
+        poll_fn(|cx| {
+            self.half
+                .with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))
+        })
+        .await?;
+        self.finished = true;
+        self.half
+            .shared
+            .lock()
+            .engine
+            .send_with(|c| c.end_message(data))?;
+        self.half.flush().await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WriteHalf<S> {
+    type Error = Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, 0))
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
+        self.queue(item, Compression::Auto)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.with(cx, |e, wr, wcx| e.poll_flush(wcx, wr))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        match self.queue(Message::Close(None), Compression::Auto) {
+            Ok(()) | Err(Error::Closed) => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+        self.with(cx, |e, wr, wcx| e.poll_flush(wcx, wr))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
+    /// [`WebSocket::try_send_prepared`] for the sending half; like
+    /// [`try_send`](Self::try_send), it wakes the reading half to write the frame.
+    pub fn try_send_prepared(&self, msg: &PreparedMessage) -> Result<(), TrySendError> {
+        {
+            let mut inner = self.shared.lock();
+            if !inner.engine.has_room(msg.len()) {
+                return Err(TrySendError::QueueFull(prepared_as_message(msg)));
+            }
+            inner
+                .engine
+                .send_with(|c| c.send_prepared(msg))
+                .map_err(TrySendError::Failed)?;
+        }
+        self.wake_pump();
+        Ok(())
+    }
+
+    /// [`WebSocket::feed_prepared`] for the sending half.
+    pub async fn feed_prepared(&mut self, msg: &PreparedMessage) -> Result<(), Error> {
+        let len = msg.len();
+        poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
+        self.shared
+            .lock()
+            .engine
+            .send_with(|c| c.send_prepared(msg))
+    }
+
+    /// [`WebSocket::send_prepared`] for the sending half.
+    pub async fn send_prepared(&mut self, msg: &PreparedMessage) -> Result<(), Error> {
+        self.feed_prepared(msg).await?;
+        self.flush().await
+    }
+}
