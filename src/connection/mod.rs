@@ -59,6 +59,7 @@
 
 mod budget;
 mod config;
+mod input;
 mod lifecycle;
 mod prepared;
 mod queue;

@@ -1,0 +1,273 @@
+//! The receive buffer: bytes in, read sizing, what a message being received holds
+//! (charged to the budget) and giving memory back when idle.
+
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+
+use super::{Connection, Error, MAX_READ_CHUNK, RETAIN_CAPACITY};
+
+impl Connection {
+    /// Appends received bytes. `now` is the time they arrived.
+    pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
+        self.release();
+        if data.is_empty() {
+            return;
+        }
+        if self.input_done() {
+            self.now = now;
+            return self.discard_received(data.len());
+        }
+        if self.rx.capacity() == 0 {
+            // A buffer for this read and the next ones (it is kept while the connection is
+            // busy), not just for these bytes.
+            self.rx.reserve(data.len().max(self.read_size as usize));
+        }
+        self.rx.extend_from_slice(data);
+        self.note_bytes(now, data.len());
+    }
+
+    /// The receive buffer, for reading into it without a copy: reserve, append (never
+    /// change what is already there), then call [`handle_received`](Self::handle_received).
+    pub fn recv_buffer(&mut self) -> &mut BytesMut {
+        self.release();
+        self.rx_mark = self.rx.len();
+        &mut self.rx
+    }
+
+    /// [`recv_buffer`](Self::recv_buffer) with room for the next read: at least
+    /// `read_size` spare bytes when less than half of that is spare, and while a
+    /// single-frame message is arriving, room for the rest of its frame (and `read_size`
+    /// more), so that it is read straight into place with no reallocation on the way. That room is bounded by
+    /// [`Config::max_read_ahead`](super::Config::max_read_ahead), or by what the frame has delivered so far when that is
+    /// more: a peer that announces a large frame and sends little gets little reserved.
+    pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
+        self.release();
+        let spare = self.rx.capacity() - self.rx.len();
+        // Only a held frame reserves for its rest; between frames (the usual read) the
+        // decoder is not asked.
+        let rest = match self.held {
+            0 => 0,
+            held => match self.decoder.frame_remaining() {
+                Some(rest) => {
+                    let arrived = held - self.held_start;
+                    let bound = self.config.max_read_ahead.max(arrived);
+                    usize::try_from(rest).map_or(bound, |r| r.min(bound))
+                }
+                None => 0,
+            },
+        };
+        if rest > 0 {
+            // The frame's rest and one read more, in one step: the read that completes
+            // the frame then leaves room unused, which tells the IO layer the socket is
+            // drained (an exactly filled buffer costs one more read that would block).
+            // Never more when there is room for the rest: growing a buffer that holds most
+            // of a large message for a read past its end would copy the message.
+            if rest > spare {
+                self.rx.reserve(rest.saturating_add(read_size));
+            }
+        } else if spare < read_size / 2 {
+            self.rx.reserve(read_size);
+        }
+        self.rx_mark = self.rx.len();
+        &mut self.rx
+    }
+
+    /// [`reserve_recv`](Self::reserve_recv) with the connection's own read size, which
+    /// the IO layers read through: [`Config::read_buffer_size`](super::Config) at first,
+    /// doubling (up to 256 KiB) while reads fill what they were offered (a large message
+    /// streaming in), back to the configured size when a read leaves room.
+    #[inline]
+    pub fn reserve_read(&mut self) -> &mut BytesMut {
+        let size = self.read_size as usize;
+        self.reserve_recv(size);
+        let spare = self.rx.capacity() - self.rx.len();
+        self.read_offer = spare.min(size) as u32;
+        &mut self.rx
+    }
+
+    /// How many bytes the read after [`reserve_read`](Self::reserve_read) should ask for
+    /// at most (a transport that reads into initialized memory zeroes no more than this).
+    pub fn read_offer(&self) -> usize {
+        self.read_offer as usize
+    }
+
+    /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
+    #[inline]
+    pub fn handle_received(&mut self, now: Instant) {
+        let n = self.rx.len().saturating_sub(self.rx_mark);
+        self.rx_mark = self.rx.len();
+        if self.read_offer > 0 {
+            self.read_size = if n >= self.read_offer as usize {
+                (self.read_size * 2).min(MAX_READ_CHUNK)
+            } else {
+                self.config.read_buffer_size.max(256) as u32
+            };
+            self.read_offer = 0;
+        }
+        if self.input_done() {
+            // During the teardown what arrives is read and dropped, one read at a time.
+            self.now = now;
+            self.rx.clear();
+            self.held = 0;
+            self.rx_mark = 0;
+            return self.discard_received(n);
+        }
+        self.note_bytes(now, n);
+    }
+
+    /// Whether the receive buffer holds no allocation (an idle connection's): an IO layer
+    /// then reads into memory of its own and hands the bytes over with
+    /// [`handle_bytes`](Self::handle_bytes), so that waiting allocates nothing.
+    #[inline]
+    pub fn recv_buffer_is_unallocated(&self) -> bool {
+        self.rx.capacity() == 0
+    }
+
+    /// Received bytes not yet delivered.
+    #[inline]
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn buffered_input(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Bytes this connection has charged to its memory budget
+    /// ([`Config::budget`](super::Config::budget)) now: what the message being received
+    /// holds. 0 between messages, and after the connection failed or closed.
+    pub fn budget_charge(&self) -> usize {
+        self.charge.bytes()
+    }
+
+    /// Bytes of the message being received that the connection holds, as charged to the
+    /// budget: a single-frame message arriving in place, the fragments assembled so far,
+    /// the inflated output, until the message (or, with chunk delivery, the inflated
+    /// chunk) is handed over.
+    #[inline]
+    pub(super) fn partial_bytes(&self) -> usize {
+        let msg = if self.msg_delivered {
+            0
+        } else {
+            self.msg.len()
+        };
+        #[cfg(feature = "deflate")]
+        let scratch = self.deflate.as_deref().map_or(0, |d| d.scratch.len());
+        #[cfg(not(feature = "deflate"))]
+        let scratch = 0;
+        self.held + msg + scratch
+    }
+
+    /// Brings the budget charge to what the message being received holds plus `more`
+    /// bytes about to be added; `OverBudget` (nothing more charged) when the budget
+    /// cannot take the growth. Giving back never fails.
+    #[inline]
+    pub(super) fn charge_partial(&mut self, more: usize) -> Result<(), Error> {
+        if self.charge.settle(self.partial_bytes() + more) {
+            Ok(())
+        } else {
+            Err(Error::OverBudget)
+        }
+    }
+
+    /// Nothing received from now on is delivered: the peer closed, or we failed.
+    #[inline]
+    pub(super) fn input_done(&self) -> bool {
+        self.close_in || self.is_closed()
+    }
+
+    /// Drops everything received and not yet delivered (the connection failed or ended).
+    pub(super) fn clear_input(&mut self) {
+        self.rx = BytesMut::new();
+        self.rx_pending = 0;
+        self.rx_mark = 0;
+        self.held = 0;
+        self.msg = Vec::new();
+        #[cfg(feature = "deflate")]
+        if let Some(d) = self.deflate.as_deref_mut() {
+            d.scratch = Vec::new();
+        }
+        self.timers.message_since = None;
+        self.charge.settle(0);
+    }
+
+    /// Drops what the previous event borrowed.
+    #[inline]
+    pub(super) fn release(&mut self) {
+        // Called on every entry; most calls have nothing to do.
+        if self.rx_pending > 0
+            || self.msg_delivered
+            || (self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
+        {
+            self.release_slow();
+        }
+    }
+
+    pub(super) fn release_slow(&mut self) {
+        if self.rx_pending > 0 {
+            self.rx.advance(self.rx_pending);
+            self.detach_after_large(self.rx_pending);
+            self.rx_pending = 0;
+        }
+        if self.msg_delivered {
+            self.msg_delivered = false;
+            if self.msg.capacity() > RETAIN_CAPACITY {
+                self.msg = Vec::new();
+            } else {
+                self.msg.clear();
+            }
+        }
+        // An idle connection keeps little memory: a buffer grown for one large message is
+        // given back once it is empty.
+        if self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY {
+            self.rx = BytesMut::new();
+        }
+    }
+
+    /// After `len` bytes were handed over or dropped from the front of the receive
+    /// buffer: when they were a large message and nothing is left, start the next message
+    /// in a new buffer. The empty rest would be a small view into the large allocation
+    /// and keep all of it alive (in a buffer stock, say) with only its own few bytes of
+    /// capacity showing; the message's own handle, if any, now frees it.
+    pub(super) fn detach_after_large(&mut self, len: usize) {
+        if len > RETAIN_CAPACITY && self.rx.is_empty() {
+            self.rx = BytesMut::new();
+        }
+    }
+    /// Whether buffers kept for the next message are held (the memory timer gives them
+    /// back when the connection is quiet).
+    #[inline]
+    pub(super) fn holds_idle_memory(&self) -> bool {
+        (self.rx.capacity() > 0 && self.rx.is_empty())
+            || (self.msg.capacity() > 0 && self.msg.is_empty())
+            || self.wbuf.capacity() > 0
+            || self.out.holds_spare()
+    }
+
+    /// Gives back the memory kept for reuse between messages: the receive buffer and the
+    /// message assembly buffer when they are empty, the output queues' storage when all
+    /// output has been taken, the send arena. Nothing observable changes; the next
+    /// message allocates again.
+    ///
+    /// The connection's memory timer calls it once nothing has arrived for a moment (see
+    /// [`poll_timeout`](Self::poll_timeout)), so that many idle connections hold only
+    /// their fixed state; call it yourself to give the memory back earlier.
+    pub fn release_idle_memory(&mut self) {
+        self.release();
+        if self.rx.is_empty() && self.rx.capacity() > 0 {
+            self.rx = BytesMut::new();
+        }
+        if self.msg.is_empty() && self.msg.capacity() > 0 {
+            self.msg = Vec::new();
+        }
+        #[cfg(feature = "deflate")]
+        if let Some(d) = self.deflate.as_deref_mut() {
+            d.scratch = Vec::new();
+        }
+        // Only gives back (the last inflated chunk), never grows.
+        let _ = self.charge_partial(0);
+        self.out.release_idle();
+        if self.wbuf.capacity() > 0 {
+            // Payloads split off earlier keep their own handles; this only drops ours.
+            self.wbuf = BytesMut::new();
+        }
+    }
+}
