@@ -161,7 +161,15 @@ fn reference(config: &DecoderConfig, wire: &[u8]) -> Verdict {
         if control && (len > 125 || !fin) {
             return Invalid("long or fragmented control frame");
         }
-        if !control && len > config.max_frame_size as u64 {
+        // A frame of a compressed message may announce DEFLATE's worst-case expansion of
+        // the frame limit (a peer that compresses a whole message into one frame).
+        let compressed_frame = rsv1 || (op == 0 && msg.as_ref().is_some_and(|m| m.compressed));
+        let frame_limit = if compressed_frame {
+            rapidws::codec::max_compressed_frame_size(config.max_frame_size)
+        } else {
+            config.max_frame_size
+        };
+        if !control && len > frame_limit as u64 {
             return Invalid("frame too large");
         }
         if !control {
