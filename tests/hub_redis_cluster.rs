@@ -37,7 +37,7 @@ async fn take(ws: &mut Ws, n: usize) -> Vec<String> {
     while out.len() < n {
         match tokio::time::timeout_at(deadline, ws.recv())
             .await
-            .expect("publication timed out")
+            .unwrap_or_else(|_| panic!("publication timed out after {out:?}"))
         {
             Ok(Some(Message::Text(t))) => out.push(t.as_str().to_string()),
             Ok(Some(_)) => {}
