@@ -1,5 +1,6 @@
 //! The Redis broker (feature `hub-redis`): Redis pub/sub between nodes through the
-//! `redis` crate on tokio, and, when the hub keeps history, Redis Streams for it.
+//! `redis` crate on tokio, and, when the hub keeps history, Redis Streams for it; against
+//! one server, or a Redis Cluster with sharded pub/sub.
 //!
 //! Two connections per node: a dedicated pub/sub connection, subscribed to the channels
 //! of the topics the node has local subscribers for (in batches of
@@ -13,16 +14,30 @@
 //! the stream `P:{T}:s` and the stream's meta hash `P:{T}:m` (epoch and last offset); the
 //! braces keep the three in one Redis Cluster slot. One Lua script assigns the offset
 //! and epoch, appends to the stream (`XADD ... MAXLEN`, with the offset as the entry id),
-//! refreshes the keys' time to live and publishes, atomically.
+//! refreshes the keys' time to live and publishes, atomically. (A topic that starts with
+//! `}` would give an empty hash tag, so its names get a space after the brace: `P:{ T}`;
+//! topics never contain spaces.)
+//!
+//! In cluster mode ([`RedisConfig::cluster`]) the channels are shard channels
+//! (`SSUBSCRIBE`, `SPUBLISH`, Redis 7.0 or later): a publication goes to the master that
+//! owns its topic's slot and reaches only the nodes subscribed there, instead of every
+//! server of the cluster. Both connections are cluster connections (RESP3 for the pub/sub
+//! one) that follow the slot map; subscriptions and publication pipelines are split by
+//! slot, and the script only touches the keys and channel of one topic, all in that
+//! topic's slot.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_core::future::BoxFuture;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Value};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, Slot};
+use redis::{AsyncConnectionConfig, Client, ErrorKind, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, mpsc};
 
 use super::Topic;
@@ -70,12 +85,18 @@ return {epoch, top, entries}
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct RedisConfig {
-    /// The server, as a `redis://` URL.
+    /// The server, as a `redis://` URL (one server; unused in cluster mode).
     pub url: String,
+    /// Cluster mode when not empty: some nodes of a Redis Cluster (`redis://host:port/`
+    /// each; the rest are discovered), with sharded pub/sub (`SSUBSCRIBE`/`SPUBLISH`,
+    /// Redis 7.0 or later). Set by [`RedisConfig::cluster`].
+    pub cluster_nodes: Vec<String>,
     /// Prefix of every channel and key. Default `rapidws`.
     pub prefix: String,
-    /// Publications waiting for the server; past this they are dropped and counted.
-    /// Default 65,536.
+    /// Publications waiting for the server; past this they are dropped and counted. In
+    /// cluster mode also the publications received and waiting to be delivered (while a
+    /// lost master is recovered); past this they are dropped and counted, and the node
+    /// catches up from the streams. Default 65,536.
     pub queue_capacity: usize,
     /// Most channels per SUBSCRIBE and most publications per pipeline. Default 512.
     pub batch: usize,
@@ -92,6 +113,7 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
+            cluster_nodes: Vec::new(),
             prefix: "rapidws".into(),
             queue_capacity: 65_536,
             batch: 512,
@@ -99,6 +121,42 @@ impl RedisConfig {
             backoff_max: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
         }
+    }
+
+    /// Settings for a Redis Cluster reached through any of `nodes` (`redis://host:port/`
+    /// each; one is enough, more help when it is down): sharded pub/sub, so that a
+    /// publication is handled by the master that owns its topic's slot and reaches only
+    /// the nodes subscribed to the topic, and topics spread over the shards.
+    ///
+    /// The pub/sub connection holds one connection per master and follows the cluster's
+    /// slot map. When a master's connection is lost the hub is told
+    /// ([`HubEvent::BrokerDown`](super::HubEvent::BrokerDown)); the broker subscribes
+    /// every live topic again once the master is back (or a replica took its slots),
+    /// holding what the other shards send meanwhile (up to
+    /// [`queue_capacity`](Self::queue_capacity)), and the hub catches up from the streams
+    /// before the held publications are delivered, so every subscriber still sees each
+    /// publication once and in order. Publications for the lost master's topics are
+    /// delivered locally, unrecorded, until it is back.
+    ///
+    /// ```
+    /// use rapidws::hub::{Hub, RedisBroker, RedisConfig};
+    ///
+    /// let config = RedisConfig::cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"]);
+    /// assert!(config.is_cluster());
+    /// let broker = RedisBroker::new(config)?;
+    /// // Inside the runtime: let hub = Hub::builder().broker(broker).build()?;
+    /// # let _ = (broker, Hub::builder);
+    /// # Ok::<(), rapidws::hub::BrokerError>(())
+    /// ```
+    pub fn cluster<S: Into<String>>(nodes: impl IntoIterator<Item = S>) -> Self {
+        let mut c = RedisConfig::new(String::new());
+        c.cluster_nodes = nodes.into_iter().map(Into::into).collect();
+        c
+    }
+
+    /// Whether this is cluster mode (sharded pub/sub).
+    pub fn is_cluster(&self) -> bool {
+        !self.cluster_nodes.is_empty()
     }
 
     /// Sets [`prefix`](Self::prefix).
@@ -127,15 +185,61 @@ enum Out {
     },
 }
 
+/// Where the commands go: one server, or a cluster.
+enum Backend {
+    Single(Client),
+    Cluster {
+        /// For the command connection (RESP2, no push messages); boxed, it is twice
+        /// the size of a [`Client`].
+        commands: Box<ClusterClient>,
+    },
+}
+
+/// The command connection: one server's multiplexed connection, or a cluster connection
+/// that routes each command (and each single-slot pipeline) to the master of its slot.
+#[derive(Clone)]
+enum Conn {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
 struct Inner {
     config: RedisConfig,
-    client: Client,
+    backend: Backend,
     link: OnceLock<Link>,
     interest: Notify,
     out: mpsc::Sender<Out>,
     out_rx: Mutex<Option<mpsc::Receiver<Out>>>,
     /// The command connection (cheap to clone), `None` while disconnected.
-    cmd: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    cmd: tokio::sync::Mutex<Option<Conn>>,
     /// Counts the times the server was found working again after a loss; the publisher
     /// drops its retry pause when this moves.
     recovered: std::sync::atomic::AtomicU64,
@@ -144,7 +248,8 @@ struct Inner {
 }
 
 /// The Redis broker (feature `hub-redis`): Redis pub/sub between nodes through the
-/// `redis` crate on tokio, and, when the hub keeps history, Redis Streams for it.
+/// `redis` crate on tokio, and, when the hub keeps history, Redis Streams for it; against
+/// one server, or a Redis Cluster with sharded pub/sub ([`RedisConfig::cluster`]).
 ///
 /// Two connections per node: a dedicated pub/sub connection, subscribed to the channels
 /// of the topics the node has local subscribers for (in batches of
@@ -159,6 +264,10 @@ struct Inner {
 /// braces keep the three in one Redis Cluster slot. One Lua script assigns the offset
 /// and epoch, appends to the stream (`XADD ... MAXLEN`, with the offset as the entry id),
 /// refreshes the keys' time to live and publishes, atomically.
+///
+/// In cluster mode the channels are shard channels (`SSUBSCRIBE`/`SPUBLISH`): each topic
+/// lives on the master that owns its slot, and both connections follow the slot map;
+/// see [`RedisConfig::cluster`].
 #[derive(Clone)]
 pub struct RedisBroker {
     inner: Arc<Inner>,
@@ -166,23 +275,44 @@ pub struct RedisBroker {
 
 impl std::fmt::Debug for RedisBroker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisBroker")
-            .field("url", &self.inner.config.url)
-            .finish_non_exhaustive()
+        let c = &self.inner.config;
+        let mut d = f.debug_struct("RedisBroker");
+        if c.is_cluster() {
+            d.field("cluster_nodes", &c.cluster_nodes);
+        } else {
+            d.field("url", &c.url);
+        }
+        d.finish_non_exhaustive()
     }
 }
 
+fn server_error(e: impl std::fmt::Display) -> BrokerError {
+    BrokerError::Server(e.to_string())
+}
+
 impl RedisBroker {
-    /// A broker for the server at `config.url`; it connects when the hub starts it.
-    /// Fails only on a malformed URL.
+    /// A broker for the server at `config.url`, or the cluster of `config.cluster_nodes`;
+    /// it connects when the hub starts it. Fails on a malformed URL, and in cluster mode
+    /// on a prefix with braces (it would move every key and channel into one slot, or
+    /// split a topic's over several).
     pub fn new(config: RedisConfig) -> Result<Self, BrokerError> {
-        let client =
-            Client::open(config.url.as_str()).map_err(|e| BrokerError::Server(e.to_string()))?;
+        let backend = if config.is_cluster() {
+            if config.prefix.contains(['{', '}']) {
+                return Err(BrokerError::Server(
+                    "a cluster prefix may not contain braces".into(),
+                ));
+            }
+            Backend::Cluster {
+                commands: Box::new(cluster_builder(&config).build().map_err(server_error)?),
+            }
+        } else {
+            Backend::Single(Client::open(config.url.as_str()).map_err(server_error)?)
+        };
         let (out, out_rx) = mpsc::channel(config.queue_capacity.max(1));
         Ok(RedisBroker {
             inner: Arc::new(Inner {
                 config,
-                client,
+                backend,
                 link: OnceLock::new(),
                 interest: Notify::new(),
                 out,
@@ -196,9 +326,31 @@ impl RedisBroker {
     }
 }
 
+/// A cluster client for `config`: its timeouts, and one retry per request (the broker
+/// has its own backoff, and a publication waiting on a lost master holds up the others).
+fn cluster_builder(config: &RedisConfig) -> ClusterClientBuilder {
+    ClusterClientBuilder::new(config.cluster_nodes.iter().map(String::as_str))
+        .connection_timeout(config.timeout)
+        .response_timeout(config.timeout)
+        .overall_response_timeout(Some(config.timeout))
+        .retries(1)
+        .min_retry_wait(config.backoff_min.as_millis() as u64)
+        .max_retry_wait(config.backoff_max.as_millis() as u64)
+}
+
 impl Inner {
+    fn is_cluster(&self) -> bool {
+        matches!(self.backend, Backend::Cluster { .. })
+    }
+
     fn channel(&self, topic: &str) -> String {
-        format!("{}:{{{topic}}}", self.config.prefix)
+        if topic.starts_with('}') {
+            // `P:{}...` has an empty hash tag: Redis Cluster would hash each whole name,
+            // and the channel and streams of the topic would land in different slots.
+            format!("{}:{{ {topic}}}", self.config.prefix)
+        } else {
+            format!("{}:{{{topic}}}", self.config.prefix)
+        }
     }
 
     fn stream_keys(&self, topic: &str) -> (String, String) {
@@ -207,10 +359,20 @@ impl Inner {
     }
 
     fn topic_of<'a>(&self, channel: &'a str) -> Option<&'a str> {
-        channel
+        let t = channel
             .strip_prefix(self.config.prefix.as_str())?
             .strip_prefix(":{")?
-            .strip_suffix('}')
+            .strip_suffix('}')?;
+        Some(t.strip_prefix(' ').unwrap_or(t))
+    }
+
+    /// The commands that publish, as the script calls them.
+    fn publish_command(&self) -> &'static str {
+        if self.is_cluster() {
+            "spublish"
+        } else {
+            "publish"
+        }
     }
 
     fn connection_config(&self) -> AsyncConnectionConfig {
@@ -220,29 +382,59 @@ impl Inner {
     }
 
     /// The command connection, connecting (and loading the scripts) when there is none.
-    async fn command(&self) -> Result<MultiplexedConnection, BrokerError> {
+    ///
+    /// A cluster connection is kept for good: it repairs its connections to the nodes
+    /// itself, and works on with the other shards while one is away. The scripts are
+    /// loaded on every node when they all answer; a node that lacks them (it restarted)
+    /// gets the script's text instead of its hash.
+    async fn command(&self) -> Result<Conn, BrokerError> {
         let mut slot = self.cmd.lock().await;
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
         }
-        let mut c = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.connection_config())
-            .await
-            .map_err(|e| BrokerError::Server(e.to_string()))?;
-        for script in [&self.record, &self.since] {
-            script
-                .prepare_invoke()
-                .load_async(&mut c)
-                .await
-                .map_err(|e| BrokerError::Server(e.to_string()))?;
-        }
+        let c = match &self.backend {
+            Backend::Single(client) => {
+                let mut c = Conn::Single(
+                    client
+                        .get_multiplexed_async_connection_with_config(&self.connection_config())
+                        .await
+                        .map_err(server_error)?,
+                );
+                self.load_scripts(&mut c).await?;
+                c
+            }
+            Backend::Cluster { commands } => {
+                let mut c = Conn::Cluster(
+                    commands
+                        .get_async_connection()
+                        .await
+                        .map_err(server_error)?,
+                );
+                let _ = self.load_scripts(&mut c).await;
+                c
+            }
+        };
         *slot = Some(c.clone());
         Ok(c)
     }
 
+    /// SCRIPT LOAD of both scripts (on every node of a cluster).
+    async fn load_scripts(&self, c: &mut Conn) -> Result<(), BrokerError> {
+        for script in [&self.record, &self.since] {
+            script
+                .prepare_invoke()
+                .load_async(c)
+                .await
+                .map_err(server_error)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets a connection that failed (one server; a cluster connection is kept).
     async fn drop_command(&self) {
-        *self.cmd.lock().await = None;
+        if !self.is_cluster() {
+            *self.cmd.lock().await = None;
+        }
     }
 }
 
@@ -261,7 +453,11 @@ impl Broker for RedisBroker {
             return;
         };
         tokio::spawn(publisher(self.inner.clone(), link.clone(), rx));
-        tokio::spawn(subscriber(self.inner.clone(), link));
+        if self.inner.is_cluster() {
+            tokio::spawn(sharded_subscriber(self.inner.clone(), link));
+        } else {
+            tokio::spawn(subscriber(self.inner.clone(), link));
+        }
     }
 
     fn interest_changed(&self) {
@@ -320,14 +516,28 @@ impl BrokerHistory for RedisBroker {
             let mut last = BrokerError::Unavailable;
             for _ in 0..2 {
                 let mut c = inner.command().await?;
-                let r: Result<Value, _> = inner
-                    .since
-                    .key(&stream)
-                    .key(&meta)
-                    .arg(offset)
-                    .arg(limit)
-                    .invoke_async(&mut c)
-                    .await;
+                let r: Result<Value, _> = if inner.is_cluster() {
+                    // The script's text: a node that restarted lacks it, and loading it
+                    // (on every node of a cluster) fails while another node is away.
+                    redis::cmd("EVAL")
+                        .arg(SINCE)
+                        .arg(2)
+                        .arg(&stream)
+                        .arg(&meta)
+                        .arg(offset)
+                        .arg(limit)
+                        .query_async(&mut c)
+                        .await
+                } else {
+                    inner
+                        .since
+                        .key(&stream)
+                        .key(&meta)
+                        .arg(offset)
+                        .arg(limit)
+                        .invoke_async(&mut c)
+                        .await
+                };
                 match r {
                     Ok(v) => {
                         return parse_page(v)
@@ -393,13 +603,28 @@ fn parse_page(v: Value) -> Option<HistoryPage> {
     })
 }
 
+/// How a pipeline calls the record script: by its hash, or (on a node that lacks it)
+/// with its text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Hash,
+    Text,
+}
+
 /// The commands for one batch of publications.
-fn pipeline(inner: &Inner, history: Option<&HistoryConfig>, batch: &[Out]) -> redis::Pipeline {
+fn pipeline(
+    inner: &Inner,
+    history: Option<&HistoryConfig>,
+    batch: &[Out],
+    call: Call,
+) -> redis::Pipeline {
     let mut pipe = redis::pipe();
     for o in batch {
         match o {
             Out::Plain { channel, envelope } => {
-                pipe.cmd("PUBLISH").arg(channel).arg(&envelope[..]).ignore();
+                pipe.cmd(inner.publish_command())
+                    .arg(channel)
+                    .arg(&envelope[..]);
             }
             Out::Recorded {
                 topic,
@@ -408,9 +633,11 @@ fn pipeline(inner: &Inner, history: Option<&HistoryConfig>, batch: &[Out]) -> re
             } => {
                 let (stream, meta) = inner.stream_keys(topic);
                 let (capacity, ttl) = history.map_or((1000, 0), |h| (h.capacity, h.ttl.as_secs()));
-                pipe.cmd("EVALSHA")
-                    .arg(inner.record.get_hash())
-                    .arg(2)
+                match call {
+                    Call::Hash => pipe.cmd("EVALSHA").arg(inner.record.get_hash()),
+                    Call::Text => pipe.cmd("EVAL").arg(RECORD),
+                };
+                pipe.arg(2)
                     .arg(stream)
                     .arg(meta)
                     .arg(head)
@@ -418,12 +645,140 @@ fn pipeline(inner: &Inner, history: Option<&HistoryConfig>, batch: &[Out]) -> re
                     .arg(capacity)
                     .arg(ttl)
                     .arg(inner.channel(topic))
-                    .arg("publish")
-                    .ignore();
+                    .arg(inner.publish_command());
             }
         }
     }
     pipe
+}
+
+/// Publications that could not be sent: plain ones are counted, recorded ones go back
+/// to the hub for local fan-out.
+fn give_back(link: &Link, items: impl IntoIterator<Item = Out>) {
+    let mut dropped = 0;
+    for o in items {
+        match o {
+            Out::Plain { .. } => dropped += 1,
+            Out::Recorded {
+                topic,
+                head,
+                payload,
+            } => link.unrecorded(&topic, &head, payload),
+        }
+    }
+    if dropped > 0 {
+        link.count_dropped(dropped);
+    }
+}
+
+/// The slot of a publication's channel (and of its topic's streams).
+fn slot_of(inner: &Inner, o: &Out) -> Slot {
+    match o {
+        Out::Plain { channel, .. } => Slot::for_key(channel),
+        Out::Recorded { topic, .. } => Slot::for_key(inner.channel(topic)),
+    }
+}
+
+/// A slot whose master failed a pipeline: skipped until `until`, then tried again.
+struct Pause {
+    until: tokio::time::Instant,
+    backoff: Duration,
+}
+
+/// Cluster mode: one pipeline per slot (a pipeline may not cross slots), each to the
+/// master of its slot. A slot whose pipeline failed is paused with backoff, alone: the
+/// other shards go on.
+async fn publish_sharded(
+    inner: &Inner,
+    link: &Link,
+    history: Option<&HistoryConfig>,
+    batch: &mut Vec<Out>,
+    paused: &mut HashMap<Slot, Pause>,
+) {
+    let mut groups: Vec<(Slot, Vec<Out>)> = Vec::new();
+    let mut index: HashMap<Slot, usize> = HashMap::new();
+    for o in batch.drain(..) {
+        let slot = slot_of(inner, &o);
+        let i = *index.entry(slot).or_insert_with(|| {
+            groups.push((slot, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(o);
+    }
+    let now = tokio::time::Instant::now();
+    for (slot, group) in groups {
+        if paused.get(&slot).is_some_and(|p| now < p.until) {
+            give_back(link, group);
+            continue;
+        }
+        let failed = match inner.command().await {
+            Ok(mut c) => send_slot(inner, &mut c, history, group).await,
+            Err(_) => group,
+        };
+        if failed.is_empty() {
+            paused.remove(&slot);
+            continue;
+        }
+        give_back(link, failed);
+        let p = paused.entry(slot).or_insert(Pause {
+            until: now,
+            backoff: inner.config.backoff_min,
+        });
+        p.until = tokio::time::Instant::now() + p.backoff;
+        p.backoff = (p.backoff * 2).min(inner.config.backoff_max);
+    }
+}
+
+/// Sends one slot's publications; returns those that failed, in order.
+async fn send_slot(
+    inner: &Inner,
+    c: &mut Conn,
+    history: Option<&HistoryConfig>,
+    group: Vec<Out>,
+) -> Vec<Out> {
+    let mut call = Call::Hash;
+    let mut todo = group;
+    loop {
+        let replies: RedisResult<Vec<RedisResult<Value>>> = pipeline(inner, history, &todo, call)
+            .ignore_errors()
+            .query_async(c)
+            .await;
+        let Ok(replies) = replies else {
+            return todo;
+        };
+        if replies.len() != todo.len() {
+            return todo;
+        }
+        // A node that restarted lacks the script until the subscriber loads it again:
+        // those calls are made again with its text, unless a later one went through
+        // (that would reorder the topic's offsets).
+        let mut failed = Vec::new();
+        let mut missing = Vec::new();
+        let mut later_ok = false;
+        for (o, r) in todo.into_iter().zip(replies) {
+            match r {
+                Ok(_) => later_ok |= !missing.is_empty(),
+                Err(e)
+                    if call == Call::Hash
+                        && e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    missing.push(o)
+                }
+                Err(_) => failed.push(o),
+            }
+        }
+        if missing.is_empty() || later_ok {
+            failed.extend(missing);
+            return failed;
+        }
+        if !failed.is_empty() {
+            // Other errors too: no second round, keep the order of what is handed back.
+            failed.extend(missing);
+            return failed;
+        }
+        call = Call::Text;
+        todo = missing;
+    }
 }
 
 /// Sends publications, pipelined in batches; reconnects with backoff. Publications it
@@ -434,6 +789,7 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
     let mut retry_at = tokio::time::Instant::now();
     let mut batch = Vec::with_capacity(inner.config.batch);
     let mut seen_recovered = inner.recovered.load(std::sync::atomic::Ordering::Acquire);
+    let mut paused: HashMap<Slot, Pause> = HashMap::new();
     while let Some(first) = rx.recv().await {
         if link.is_closed() {
             return;
@@ -452,6 +808,11 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
         if recovered != seen_recovered {
             seen_recovered = recovered;
             retry_at = tokio::time::Instant::now();
+            paused.clear();
+        }
+        if inner.is_cluster() {
+            publish_sharded(&inner, &link, history.as_ref(), &mut batch, &mut paused).await;
+            continue;
         }
         // A cached connection may have died since it was last used (the server
         // restarted): one more try on a fresh one before giving up on the batch.
@@ -463,7 +824,7 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
             let Ok(mut c) = inner.command().await else {
                 break;
             };
-            sent = pipeline(&inner, history.as_ref(), &batch)
+            sent = pipeline(&inner, history.as_ref(), &batch, Call::Hash)
                 .query_async::<()>(&mut c)
                 .await
                 .is_ok();
@@ -479,20 +840,7 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
             retry_at = tokio::time::Instant::now() + backoff;
             backoff = (backoff * 2).min(inner.config.backoff_max);
         }
-        let mut dropped = 0;
-        for o in batch.drain(..) {
-            match o {
-                Out::Plain { .. } => dropped += 1,
-                Out::Recorded {
-                    topic,
-                    head,
-                    payload,
-                } => link.unrecorded(&topic, &head, payload),
-            }
-        }
-        if dropped > 0 {
-            link.count_dropped(dropped);
-        }
+        give_back(&link, batch.drain(..));
     }
 }
 
@@ -500,14 +848,16 @@ async fn publisher(inner: Arc<Inner>, link: Link, mut rx: mpsc::Receiver<Out>) {
 /// reconnects with backoff and subscribes again.
 async fn subscriber(inner: Arc<Inner>, link: Link) {
     use futures_core::Stream;
+    let Backend::Single(client) = &inner.backend else {
+        return;
+    };
     let mut backoff = inner.config.backoff_min;
     let mut connected_before = false;
     loop {
         if link.is_closed() {
             return;
         }
-        let pubsub =
-            tokio::time::timeout(inner.config.timeout, inner.client.get_async_pubsub()).await;
+        let pubsub = tokio::time::timeout(inner.config.timeout, client.get_async_pubsub()).await;
         let pubsub = match pubsub {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
@@ -530,8 +880,7 @@ async fn subscriber(inner: Arc<Inner>, link: Link) {
         let all = link.topics();
         let mut ok = true;
         for chunk in all.chunks(inner.config.batch.max(1)) {
-            let channels: Vec<String> = chunk.iter().map(|t| inner.channel(t)).collect();
-            if sink.subscribe(channels).await.is_err() {
+            if !sink.add(channels(&inner, chunk)).await {
                 ok = false;
                 break;
             }
@@ -584,13 +933,43 @@ async fn subscriber(inner: Arc<Inner>, link: Link) {
 
 /// Waits (with backoff, for at most the configured timeout in all) until a fresh command
 /// connection works; the subscriber goes on either way, the publisher retries on its own.
+///
+/// In a cluster, "works" means every master answers and says `cluster_state:ok`: a
+/// master that restarted takes subscriptions before it has rejoined its cluster, and
+/// refuses keyed commands (CLUSTERDOWN) until then, which takes the cluster bus a few
+/// seconds, so the wait there is up to five times the timeout.
 async fn command_ready(inner: &Inner, link: &Link) {
-    let deadline = tokio::time::Instant::now() + inner.config.timeout;
+    let wait = if inner.is_cluster() {
+        inner.config.timeout * 5
+    } else {
+        inner.config.timeout
+    };
+    let deadline = tokio::time::Instant::now() + wait;
     let mut pause = inner.config.backoff_min;
     inner.drop_command().await;
+    let works = async || {
+        let mut c = inner.command().await?;
+        if let Conn::Cluster(cluster) = &mut c {
+            // The cluster connection is kept: every master must answer and be in its
+            // cluster again; the scripts are loaded on every node once more (a node
+            // that restarted lost them).
+            let info = cluster
+                .route_command(
+                    redis::cmd("CLUSTER").arg("INFO").clone(),
+                    RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
+                )
+                .await
+                .map_err(server_error)?;
+            if !every_reply_says(&info, "cluster_state:ok") {
+                return Err(BrokerError::Unavailable);
+            }
+            inner.load_scripts(&mut c).await?;
+        }
+        Ok::<(), BrokerError>(())
+    };
     while !link.is_closed() {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if let Ok(Ok(_)) = tokio::time::timeout(left, inner.command()).await {
+        if let Ok(Ok(())) = tokio::time::timeout(left, works()).await {
             inner
                 .recovered
                 .fetch_add(1, std::sync::atomic::Ordering::Release);
@@ -604,11 +983,82 @@ async fn command_ready(inner: &Inner, link: &Link) {
     }
 }
 
+/// The channels of `topics`.
+fn channels(inner: &Inner, topics: &[Topic]) -> Vec<String> {
+    topics.iter().map(|t| inner.channel(t)).collect()
+}
+
+/// What the subscriber needs of a pub/sub connection; false when the connection failed.
+trait Channels {
+    async fn add(&mut self, channels: Vec<String>) -> bool;
+    async fn remove(&mut self, channels: Vec<String>) -> bool;
+}
+
+impl Channels for redis::aio::PubSubSink {
+    async fn add(&mut self, channels: Vec<String>) -> bool {
+        self.subscribe(channels).await.is_ok()
+    }
+
+    async fn remove(&mut self, channels: Vec<String>) -> bool {
+        self.unsubscribe(channels).await.is_ok()
+    }
+}
+
+/// Shard channels on a cluster connection: one SSUBSCRIBE or SUNSUBSCRIBE per slot (the
+/// command may not cross slots), each sent to the master of the slot.
+struct Shards {
+    conn: ClusterConnection,
+}
+
+impl Shards {
+    async fn each_slot(&mut self, channels: Vec<String>, subscribe: bool) -> bool {
+        let mut by_slot: HashMap<Slot, Vec<String>> = HashMap::new();
+        for c in channels {
+            by_slot.entry(Slot::for_key(&c)).or_default().push(c);
+        }
+        for group in by_slot.into_values() {
+            let r = if subscribe {
+                self.conn.ssubscribe(group).await
+            } else {
+                self.conn.sunsubscribe(group).await
+            };
+            if r.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl Channels for Shards {
+    async fn add(&mut self, channels: Vec<String>) -> bool {
+        self.each_slot(channels, true).await
+    }
+
+    async fn remove(&mut self, channels: Vec<String>) -> bool {
+        self.each_slot(channels, false).await
+    }
+}
+
+/// Whether every reply of a command sent to several nodes (a map of node to reply)
+/// contains `text`.
+fn every_reply_says(v: &Value, text: &str) -> bool {
+    let says = |v: &Value| match v {
+        Value::BulkString(b) => memchr::memmem::find(b, text.as_bytes()).is_some(),
+        Value::VerbatimString { text: t, .. } => t.contains(text),
+        _ => false,
+    };
+    match v {
+        Value::Map(replies) => !replies.is_empty() && replies.iter().all(|(_, r)| says(r)),
+        other => says(other),
+    }
+}
+
 /// Applies the hub's interest changes in batches; false when the connection failed.
 async fn apply_interest(
     inner: &Inner,
     link: &Link,
-    sink: &mut redis::aio::PubSubSink,
+    sink: &mut impl Channels,
     held: &mut HashSet<Topic>,
 ) -> bool {
     loop {
@@ -628,8 +1078,7 @@ async fn apply_interest(
             .filter(|t| held.contains(t))
             .collect();
         if !add.is_empty() {
-            let channels: Vec<String> = add.iter().map(|t| inner.channel(t)).collect();
-            if sink.subscribe(channels).await.is_err() {
+            if !sink.add(channels(inner, &add)).await {
                 return false;
             }
             held.extend(add.iter().cloned());
@@ -638,8 +1087,7 @@ async fn apply_interest(
         // the broker took the change).
         link.subscribed(&batch.subscribe);
         if !remove.is_empty() {
-            let channels: Vec<String> = remove.iter().map(|t| inner.channel(t)).collect();
-            if sink.unsubscribe(channels).await.is_err() {
+            if !sink.remove(channels(inner, &remove)).await {
                 return false;
             }
             for t in &remove {
@@ -647,6 +1095,161 @@ async fn apply_interest(
             }
         }
     }
+}
+
+/// Cluster mode: the pub/sub connection (RESP3, one connection per master, following
+/// the slot map), subscribed to the shard channels of what the hub wants.
+///
+/// The connection repairs a lost master's connection by itself; the broker keeps it,
+/// reports the loss, and subscribes every live topic again (retrying with backoff until
+/// the master is back), then lets the hub catch up from the streams, and only then
+/// reads on: what the other shards sent meanwhile waits in the connection's queue, and
+/// is delivered after the catch-up, so nothing is delivered out of order. That queue
+/// holds at most [`RedisConfig::queue_capacity`] messages; past it they are dropped and
+/// counted, and the broker catches up from the streams as after a loss.
+async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
+    let batch = inner.config.batch.max(1);
+    let mut backoff = inner.config.backoff_min;
+    let mut connected_before = false;
+    'connect: loop {
+        if link.is_closed() {
+            return;
+        }
+        // What the connection receives waits here, bounded: past the queue capacity it is
+        // dropped and counted, and the broker treats that as a gap (resubscribes and
+        // catches up).
+        let (tx, mut rx) = mpsc::channel::<redis::PushInfo>(inner.config.queue_capacity.max(1));
+        let overflow = Arc::new(AtomicBool::new(false));
+        let (flag, counter) = (overflow.clone(), link.clone());
+        let client = cluster_builder(&inner.config)
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(move |push: redis::PushInfo| {
+                if tx.try_send(push).is_err() {
+                    flag.store(true, Ordering::Relaxed);
+                    counter.count_dropped(1);
+                }
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .build();
+        let conn = match client {
+            Ok(c) => tokio::time::timeout(inner.config.timeout, c.get_async_connection()).await,
+            Err(e) => Ok(Err(e)),
+        };
+        let mut shards = match conn {
+            Ok(Ok(conn)) => Shards { conn },
+            Ok(Err(e)) => {
+                link.down(&format!("redis cluster pub/sub connect failed: {e}"));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(inner.config.backoff_max);
+                continue;
+            }
+            Err(_) => {
+                link.down("redis cluster pub/sub connect timed out");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(inner.config.backoff_max);
+                continue;
+            }
+        };
+        let mut held: HashSet<Topic> = HashSet::new();
+        loop {
+            // Everything the hub wants now (pending changes folded in), subscribed again
+            // on this connection (SSUBSCRIBE of a held channel changes nothing).
+            let _ = link.take_interest(usize::MAX);
+            let all = link.topics();
+            let stale: Vec<Topic> = {
+                let want: HashSet<&Topic> = all.iter().collect();
+                held.iter().filter(|t| !want.contains(t)).cloned().collect()
+            };
+            let mut ok = stale.is_empty() || shards.remove(channels(&inner, &stale)).await;
+            if ok {
+                held.clear();
+                for chunk in all.chunks(batch) {
+                    if !shards.add(channels(&inner, chunk)).await {
+                        ok = false;
+                        break;
+                    }
+                    held.extend(chunk.iter().cloned());
+                    link.subscribed(chunk);
+                }
+            }
+            if !ok {
+                link.down("redis cluster ssubscribe failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(inner.config.backoff_max);
+                continue;
+            }
+            backoff = inner.config.backoff_min;
+            command_ready(&inner, &link).await;
+            // What was dropped while the broker was away is in the streams, after each
+            // topic's last position: the catch-up brings it.
+            overflow.store(false, Ordering::Relaxed);
+            if connected_before {
+                link.up_after_gap().await;
+            } else {
+                link.up();
+                connected_before = true;
+            }
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            let reason = loop {
+                tokio::select! {
+                    push = rx.recv() => {
+                        let Some(push) = push else {
+                            link.down("redis cluster pub/sub connection closed");
+                            continue 'connect;
+                        };
+                        match push.kind {
+                            PushKind::SMessage => {
+                                if let Some(msg) = redis::Msg::from_push_info(push)
+                                    && let Some(topic) = inner.topic_of(msg.get_channel_name())
+                                {
+                                    link.deliver(
+                                        topic,
+                                        Bytes::copy_from_slice(msg.get_payload_bytes()),
+                                    );
+                                }
+                            }
+                            // A master's connection was lost: its channels may have
+                            // missed publications.
+                            PushKind::Disconnection => break "redis cluster node connection lost",
+                            // The server dropped a channel we hold (its slot moved).
+                            PushKind::SUnsubscribe
+                                if unsolicited(&inner, &held, &push.data) =>
+                            {
+                                break "redis cluster moved a shard channel";
+                            }
+                            _ => {}
+                        }
+                        if overflow.swap(false, Ordering::Relaxed) {
+                            break "redis cluster pub/sub fell behind";
+                        }
+                    }
+                    _ = inner.interest.notified() => {
+                        if !apply_interest(&inner, &link, &mut shards, &mut held).await {
+                            break "redis cluster ssubscribe failed";
+                        }
+                    }
+                    _ = tick.tick() => {
+                        if link.is_closed() {
+                            return;
+                        }
+                    }
+                }
+            };
+            link.down(reason);
+        }
+    }
+}
+
+/// Whether an `sunsubscribe` push names a channel the broker still holds (its own
+/// SUNSUBSCRIBE removes the topic from `held` before the confirmation is read).
+fn unsolicited(inner: &Inner, held: &HashSet<Topic>, data: &[Value]) -> bool {
+    let Some(Value::BulkString(channel)) = data.first() else {
+        return false;
+    };
+    std::str::from_utf8(channel)
+        .ok()
+        .and_then(|c| inner.topic_of(c))
+        .is_some_and(|t| held.contains(t))
 }
 
 #[cfg(test)]
@@ -661,6 +1264,32 @@ mod tests {
         assert_eq!(b.inner.topic_of(&c), Some("room:1"));
         assert_eq!(b.inner.topic_of("other:{x}"), None);
         assert_eq!(b.inner.stream_keys("t").0, "rapidws:{t}:s");
+        let odd = b.inner.channel("}x");
+        assert_eq!(odd, "rapidws:{ }x}");
+        assert_eq!(b.inner.topic_of(&odd), Some("}x"));
+    }
+
+    #[test]
+    fn a_topics_channel_and_streams_share_one_cluster_slot() {
+        let b = RedisBroker::new(RedisConfig::cluster(["redis://127.0.0.1:1/"])).unwrap();
+        assert!(b.inner.is_cluster());
+        assert_eq!(b.inner.publish_command(), "spublish");
+        for topic in ["t", "room:1", "}x", "a}b", "{x}", "x{", "}", "{}", "a.b.c"] {
+            let c = b.inner.channel(topic);
+            let (s, m) = b.inner.stream_keys(topic);
+            assert_eq!(Slot::for_key(&c), Slot::for_key(&s), "{topic}");
+            assert_eq!(Slot::for_key(&c), Slot::for_key(&m), "{topic}");
+            assert_eq!(b.inner.topic_of(&c), Some(topic));
+        }
+        assert_ne!(
+            Slot::for_key(b.inner.channel("room:1")),
+            Slot::for_key(b.inner.channel("room:2"))
+        );
+        let braces = RedisConfig::cluster(["redis://127.0.0.1:1/"]).with_prefix("app{1}");
+        assert!(RedisBroker::new(braces).is_err());
+        assert!(
+            RedisBroker::new(RedisConfig::new("redis://127.0.0.1:1/").with_prefix("a{b}")).is_ok()
+        );
     }
 
     #[test]

@@ -135,6 +135,63 @@ impl Server {
         Some(s)
     }
 
+    /// One master of a Redis Cluster: redis-server with cluster mode on, on a free port
+    /// in a temporary directory (its cluster state in `nodes.conf` there), with the
+    /// append-only file (fsync on every write). A lost master does not stop the others
+    /// (`cluster-require-full-coverage no`).
+    fn redis_cluster_node(binary: PathBuf) -> Server {
+        let dir = TempDir::new("redis-cluster");
+        let port = free_port();
+        let args: Vec<String> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            dir.0.to_str().unwrap(),
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-require-full-coverage",
+            "no",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut s = Server {
+            port,
+            binary,
+            args,
+            child: None,
+            _dir: Some(dir),
+        };
+        s.start();
+        s
+    }
+
+    /// Removes the append-only file (while the server is stopped) and keeps the rest
+    /// (a cluster node's `nodes.conf`): it comes back in its cluster, with no data.
+    pub fn wipe_aof(&mut self) {
+        assert!(self.child.is_none(), "stop the server first");
+        if let Some(d) = &self._dir {
+            let _ = std::fs::remove_dir_all(d.0.join("appendonlydir"));
+            let _ = std::fs::remove_file(d.0.join("appendonly.aof"));
+        }
+    }
+
     /// nats-server on a free port.
     pub fn nats() -> Option<Server> {
         let binary = server_binary("nats-server")?;
@@ -197,6 +254,112 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A Redis Cluster of three masters (no replicas) on free loopback ports, each in its
+/// own temporary directory, created with `redis-cli --cluster create`.
+pub struct RedisCluster {
+    pub masters: Vec<Server>,
+    cli: PathBuf,
+}
+
+impl RedisCluster {
+    /// Starts the three servers, creates the cluster and waits until every node says
+    /// `cluster_state:ok`; `None` (after SKIP) when redis-server is not installed.
+    pub fn start() -> Option<RedisCluster> {
+        let binary = server_binary("redis-server")?;
+        let cli = server_binary("redis-cli")?;
+        let masters: Vec<Server> = (0..3)
+            .map(|_| Server::redis_cluster_node(binary.clone()))
+            .collect();
+        let c = RedisCluster { masters, cli };
+        let mut args = vec!["--cluster".to_string(), "create".to_string()];
+        args.extend(c.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let out = Command::new(&c.cli)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        c.wait_ok();
+        Some(c)
+    }
+
+    /// The nodes' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.masters.iter().map(|m| m.url("redis")).collect()
+    }
+
+    /// `redis-cli -p <port> <args>`'s output.
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        let out = Command::new(&self.cli)
+            .arg("-p")
+            .arg(port.to_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits (bounded) until every running node says `cluster_state:ok`.
+    pub fn wait_ok(&self) {
+        let deadline = Instant::now() + LIMIT;
+        for m in self.masters.iter().filter(|m| m.child.is_some()) {
+            while !self
+                .cli(m.port, &["cluster", "info"])
+                .contains("cluster_state:ok")
+            {
+                assert!(Instant::now() < deadline, "cluster never became ok");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// `CLUSTER KEYSLOT key`.
+    pub fn keyslot(&self, key: &str) -> u16 {
+        self.cli(self.masters[0].port, &["cluster", "keyslot", key])
+            .trim()
+            .parse()
+            .expect("a slot")
+    }
+
+    /// The index in [`masters`](Self::masters) of the master that owns `slot`, from
+    /// `CLUSTER NODES`.
+    pub fn owner(&self, slot: u16) -> usize {
+        let nodes = self.cli(self.masters[0].port, &["cluster", "nodes"]);
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if fields.len() < 9 {
+                continue;
+            }
+            let owns = fields[8..].iter().any(|r| {
+                let (a, b) = r.split_once('-').unwrap_or((r, r));
+                match (a.parse::<u16>(), b.parse::<u16>()) {
+                    (Ok(a), Ok(b)) => (a..=b).contains(&slot),
+                    _ => false,
+                }
+            });
+            if owns {
+                let port: u16 = fields[1]
+                    .split(['@', ':'])
+                    .nth(1)
+                    .and_then(|p| p.parse().ok())
+                    .expect("a port");
+                return self
+                    .masters
+                    .iter()
+                    .position(|m| m.port == port)
+                    .expect("one of ours");
+            }
+        }
+        panic!("no master owns slot {slot}");
     }
 }
 
