@@ -90,7 +90,7 @@ async fn echo(mut ws: HyperWebSocket) {
             }
             Ok(Some(_)) => {}
             Ok(None) => {
-                println!("websocket closed: {:?}", ws.close_frame().map(|c| c.code));
+                println!("websocket closed: {:?}", ws.close_frame().map(|c| c.code.0));
                 return;
             }
             Err(e) => {
