@@ -46,6 +46,10 @@ pub struct ServerArgs {
     pub feed: bool,
     /// Echo through the event-handler API (`rapidws::handler`) instead of a receive loop.
     pub handler: bool,
+    /// Turn off the limits that are on by default and cost something per message: the
+    /// shared memory budget, the message deadline and the idle timeout (rapidws), to
+    /// measure what they cost.
+    pub unbounded: bool,
     /// zlib memory level (1..=9) instead of the library's default (rapidws).
     pub mem_level: Option<u8>,
     /// Largest window the server compresses with (9..=15), answered to every offer
@@ -70,6 +74,7 @@ impl ServerArgs {
                 "--split" => out.split = true,
                 "--feed" => out.feed = true,
                 "--handler" => out.handler = true,
+                "--unbounded" => out.unbounded = true,
                 "--level" => {
                     out.level = Some(
                         args.next()

@@ -6,7 +6,8 @@
 //! `feed` instead of `send`: the answers queue, and the library writes them out in one
 //! vectored write when the next `recv` finds nothing more to read (its documented way
 //! to batch); `--handler` echoes from `Handler::on_message` under `serve_handler`, the
-//! event-handler API.
+//! event-handler API; `--unbounded` turns the memory budget, the message deadline and the
+//! idle timeout off (on by default) to measure what they cost.
 
 use rapidws::deflate::DeflateConfig;
 use rapidws::handler::{Handler, Socket, serve_handler};
@@ -34,6 +35,15 @@ fn main() -> std::io::Result<()> {
                 deflate.server_max_window_bits = bits;
             }
             config = config.with_deflate(Some(deflate));
+        }
+        if args.unbounded {
+            let connection = config
+                .connection
+                .clone()
+                .with_budget(None)
+                .with_message_timeout(None)
+                .with_idle_timeout(None);
+            config = config.with_connection(connection);
         }
         if args.handler {
             serve_handler(listener, config, |_peer| Echo).await
