@@ -20,15 +20,23 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
         let pubsub = match pubsub {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
-                link.down(&format!("redis pub/sub connect failed: {e}"));
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(inner.config.backoff_max);
+                backoff_after(
+                    &inner,
+                    &link,
+                    &mut backoff,
+                    &format!("redis pub/sub connect failed: {e}"),
+                )
+                .await;
                 continue;
             }
             Err(_) => {
-                link.down("redis pub/sub connect timed out");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(inner.config.backoff_max);
+                backoff_after(
+                    &inner,
+                    &link,
+                    &mut backoff,
+                    "redis pub/sub connect timed out",
+                )
+                .await;
                 continue;
             }
         };
@@ -47,9 +55,13 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
             link.subscribed(chunk);
         }
         if !ok {
-            link.down("redis pub/sub subscribe failed");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(inner.config.backoff_max);
+            backoff_after(
+                &inner,
+                &link,
+                &mut backoff,
+                "redis pub/sub subscribe failed",
+            )
+            .await;
             continue;
         }
         backoff = inner.config.backoff_min;
@@ -297,15 +309,23 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
         let mut shards = match conn {
             Ok(Ok(conn)) => Shards { conn },
             Ok(Err(e)) => {
-                link.down(&format!("redis cluster pub/sub connect failed: {e}"));
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(inner.config.backoff_max);
+                backoff_after(
+                    &inner,
+                    &link,
+                    &mut backoff,
+                    &format!("redis cluster pub/sub connect failed: {e}"),
+                )
+                .await;
                 continue;
             }
             Err(_) => {
-                link.down("redis cluster pub/sub connect timed out");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(inner.config.backoff_max);
+                backoff_after(
+                    &inner,
+                    &link,
+                    &mut backoff,
+                    "redis cluster pub/sub connect timed out",
+                )
+                .await;
                 continue;
             }
         };
@@ -332,9 +352,13 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
                 }
             }
             if !ok {
-                link.down("redis cluster ssubscribe failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(inner.config.backoff_max);
+                backoff_after(
+                    &inner,
+                    &link,
+                    &mut backoff,
+                    "redis cluster ssubscribe failed",
+                )
+                .await;
                 continue;
             }
             backoff = inner.config.backoff_min;
@@ -409,4 +433,12 @@ pub(super) fn unsolicited(inner: &Inner, held: &HashSet<Topic>, data: &[Value]) 
         .ok()
         .and_then(|c| inner.topic_of(c))
         .is_some_and(|t| held.contains(t))
+}
+
+/// Reports the broker down with `reason`, waits out `backoff`, and doubles it up to the
+/// configured maximum: what every failed connect or subscribe does before its next try.
+async fn backoff_after(inner: &Inner, link: &Link, backoff: &mut Duration, reason: &str) {
+    link.down(reason);
+    tokio::time::sleep(*backoff).await;
+    *backoff = (*backoff * 2).min(inner.config.backoff_max);
 }
