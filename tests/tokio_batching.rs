@@ -5,10 +5,11 @@
 
 mod tokio_support;
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,12 +20,14 @@ use tokio_support::bounded;
 
 /// An in-memory pipe end that counts the write calls that reached it. It takes at most
 /// `limit` bytes per write, and with `refuse_every_other` answers every other write with
-/// `Pending` (waking at once), as a congested socket does.
+/// `Pending` (waking at once), as a congested socket does; with a `gate` that is shut, it
+/// takes the first write only and answers `Pending` after that until the gate opens.
 struct Pipe {
     inner: DuplexStream,
     writes: Arc<AtomicUsize>,
     limit: usize,
     refuse_every_other: bool,
+    gate: Option<Arc<AtomicBool>>,
 }
 
 impl Pipe {
@@ -35,6 +38,7 @@ impl Pipe {
             writes,
             limit: usize::MAX,
             refuse_every_other: false,
+            gate: None,
         }
     }
 }
@@ -63,7 +67,10 @@ impl AsyncWrite for Pipe {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let calls = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.refuse_every_other && calls.is_multiple_of(2) {
+        let shut = |g: &Arc<AtomicBool>| !g.load(Ordering::Relaxed);
+        if (self.refuse_every_other && calls.is_multiple_of(2))
+            || (calls > 1 && self.gate.as_ref().is_some_and(shut))
+        {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -200,4 +207,51 @@ async fn messages_arrive_whole_through_partial_and_refused_writes() {
         let server = bounded(sender).await.unwrap();
         assert_eq!(server.queued_bytes(), 0);
     }
+}
+
+/// A frame the socket took only part of is finished before a pong is written, even when
+/// the send was dropped after its first poll and the ping arrived meanwhile (RFC 6455
+/// 5.4: control frames go between frames, never inside one).
+#[tokio::test]
+async fn a_partly_written_frame_finishes_before_a_pong() {
+    let (a, b) = tokio::io::duplex(256 * 1024);
+    let gate = Arc::new(AtomicBool::new(false));
+    let trickle = Pipe {
+        limit: 7,
+        gate: Some(gate.clone()),
+        ..Pipe::counted(b, Arc::new(AtomicUsize::new(0)))
+    };
+    let mut server = WebSocket::from_raw(trickle, Role::Server, &Config::default(), &[]);
+    let mut client = WebSocket::from_raw(a, Role::Client, &Config::default(), &[]);
+    let big: Vec<u8> = (0..70_000).map(|i| (i % 251) as u8).collect();
+    {
+        let mut send = std::pin::pin!(server.send(Message::binary(big.clone())));
+        std::future::poll_fn(|cx| {
+            assert!(send.as_mut().poll(cx).is_pending(), "7 bytes, then shut");
+            Poll::Ready(())
+        })
+        .await;
+    }
+    assert!(server.queued_bytes() > 0 && server.queued_bytes() < big.len() + 4);
+    bounded(client.send(Message::Ping(bytes::Bytes::from_static(b"hi"))))
+        .await
+        .unwrap();
+    let server = tokio::spawn(async move {
+        let got = server.recv().await.unwrap().unwrap();
+        assert_eq!(got, Message::Ping(bytes::Bytes::from_static(b"hi")));
+        // The pong waits behind the frame's rest; the socket takes them now.
+        gate.store(true, Ordering::Relaxed);
+        server.flush().await.unwrap();
+        server
+    });
+    assert_eq!(
+        bounded(client.recv()).await.unwrap().unwrap(),
+        Message::binary(big)
+    );
+    assert_eq!(
+        bounded(client.recv()).await.unwrap().unwrap(),
+        Message::Pong(bytes::Bytes::from_static(b"hi"))
+    );
+    let server = bounded(server).await.unwrap();
+    assert_eq!(server.queued_bytes(), 0);
 }

@@ -157,6 +157,30 @@ impl OutQueue {
         });
     }
 
+    /// Queues what a direct write left of a lone frame, `header` then `payload`, of which
+    /// the first `written` bytes went out; the queue was empty. A frame already started is
+    /// the front frame in progress: it finishes before any control frame.
+    pub(crate) fn push_rest(&mut self, header: &[u8], mut payload: Bytes, written: usize) {
+        debug_assert!(self.is_empty());
+        let header = match header.get(written..) {
+            Some(rest) => rest,
+            None => {
+                payload.advance(written - header.len());
+                &[]
+            }
+        };
+        let mut bytes = [0; MAX_HEADER_LEN];
+        bytes[..header.len()].copy_from_slice(header);
+        self.len += header.len() + payload.len();
+        self.data.push_back(Entry::Frame {
+            header: bytes,
+            header_len: header.len() as u8,
+            payload,
+        });
+        self.written = 0;
+        self.data_in_progress = written > 0;
+    }
+
     /// Copies a small frame into the tail chunk: `header`, then `payload`, masked with
     /// `mask` (a client's key) as it is copied. Returns nothing: one pass over the bytes.
     #[inline]

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::codec::Role;
-use crate::codec::{CloseCode, MAX_CONTROL_PAYLOAD, MessageKind, OpCode};
+use crate::codec::{
+    CloseCode, HeaderBuf, MAX_CONTROL_PAYLOAD, MessageKind, OpCode, Role, encode_header,
+};
 #[cfg(feature = "deflate")]
 use crate::deflate::PerMessageDeflate;
 
@@ -211,6 +212,38 @@ impl Connection {
         #[cfg(not(feature = "deflate"))]
         let _ = compression;
         self.queue_owned(true, false, kind.opcode(), payload)
+    }
+
+    // ----- a lone frame, written without the queue -----
+
+    /// The header of a lone data frame that an IO layer may write straight to the
+    /// transport, header and payload as two slices of one vectored write, without
+    /// queueing it: a whole uncompressed message of `len` bytes from a server, when nothing
+    /// is queued (so nothing has to go out first). `None` when the message is to be queued
+    /// with [`send_bytes_with`](Self::send_bytes_with) instead (output waits, the client
+    /// masks a copy, permessage-deflate is on), or refused: the same checks run there.
+    ///
+    /// Whatever the write does not take goes to the queue with
+    /// [`lone_unwritten`](Self::lone_unwritten) before the layer waits, so the frame is
+    /// owned by the connection from then on, exactly as a queued one.
+    #[inline]
+    pub(crate) fn lone_header(&self, kind: MessageKind, len: usize) -> Option<HeaderBuf> {
+        if !self.out.is_empty()
+            || self.role == Role::Client
+            || self.is_deflate()
+            || self.sending.is_some()
+            || self.check_open().is_err()
+        {
+            return None;
+        }
+        Some(encode_header(true, false, kind.opcode(), None, len as u64))
+    }
+
+    /// Queues what a write of the lone frame `header` + `payload` (from
+    /// [`lone_header`](Self::lone_header)) left: its first `written` bytes went out, so the
+    /// rest finishes before any control frame is written.
+    pub(crate) fn lone_unwritten(&mut self, header: &HeaderBuf, payload: Bytes, written: usize) {
+        self.out.push_rest(header.as_slice(), payload, written);
     }
 
     // ----- for prepared messages (prepared.rs) -----

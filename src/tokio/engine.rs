@@ -13,12 +13,14 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
+use crate::codec::{CloseCode, HeaderBuf, MessageKind};
 use crate::connection::{self, Connection, OwnedEvent, Raw};
 use crate::error::Error;
+use crate::message::{Compression, Message};
 
 /// The socket as the reading side sees it: read and write ends, used one at a time.
 pub(crate) trait Io {
@@ -266,6 +268,90 @@ impl Engine {
     #[inline]
     pub(crate) fn has_room(&self, extra: usize) -> bool {
         self.conn.has_room(extra)
+    }
+
+    /// Queues `msg` on the connection (no IO).
+    pub(crate) fn queue(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        self.send_with(|c| match msg {
+            Message::Text(t) => c.send_bytes_with(MessageKind::Text, t.into_bytes(), compression),
+            Message::Binary(b) => c.send_bytes_with(MessageKind::Binary, b, compression),
+            Message::Ping(p) => c.ping(&p),
+            Message::Pong(p) => c.pong(&p),
+            Message::Close(Some(f)) => c.close(now(), f.code, f.reason.as_str()),
+            Message::Close(None) => c.close(now(), CloseCode::NORMAL, ""),
+        })
+    }
+
+    /// Sends the message in `msg` (taken on the call that finds room for it), then writes
+    /// the queue out and flushes: `send`'s whole work, one poll at a time.
+    ///
+    /// When the connection allows it ([`Connection::lone_header`]: nothing queued ahead, a
+    /// server's uncompressed message) the frame is written straight from the message, with
+    /// no queue entry; what the socket does not take is queued before this returns, so a
+    /// send dropped after its first poll leaves the message to the connection either way.
+    pub(crate) fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+        msg: &mut Option<Message>,
+        compression: Compression,
+    ) -> Poll<Result<(), Error>> {
+        if let Some(len) = msg.as_ref().map(Message::len) {
+            if !self.has_room(len) {
+                ready!(self.poll_room(cx, io, len))?;
+            }
+            let Some(msg) = msg.take() else {
+                return Poll::Ready(Ok(()));
+            };
+            let lone = match &msg {
+                Message::Text(_) | Message::Binary(_) if io.wr().is_write_vectored() => {
+                    let kind = match msg {
+                        Message::Text(_) => MessageKind::Text,
+                        _ => MessageKind::Binary,
+                    };
+                    self.conn.lone_header(kind, len)
+                }
+                _ => None,
+            };
+            match lone {
+                Some(header) => {
+                    let payload = match msg {
+                        Message::Text(t) => t.into_bytes(),
+                        Message::Binary(b) => b,
+                        _ => Bytes::new(),
+                    };
+                    if self.poll_write_lone(cx, io, &header, payload)? {
+                        // It went out whole: nothing else is queued.
+                        return io.wr().poll_flush(cx).map_err(Error::Io);
+                    }
+                }
+                None => self.queue(msg, compression)?,
+            }
+        }
+        self.poll_flush(cx, io)
+    }
+
+    /// Writes a lone frame (see [`poll_send`](Self::poll_send)): `Ok(true)` when it went
+    /// out whole, `Ok(false)` when what the socket did not take was queued.
+    #[inline]
+    fn poll_write_lone(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+        header: &HeaderBuf,
+        payload: Bytes,
+    ) -> Result<bool, Error> {
+        let total = header.len() + payload.len();
+        let parts = [IoSlice::new(header.as_slice()), IoSlice::new(&payload)];
+        let (written, result) = match io.wr().poll_write_vectored(cx, &parts) {
+            Poll::Ready(Ok(n)) if n == total => return Ok(true),
+            Poll::Ready(Ok(0)) => (0, Err(Error::Io(io::ErrorKind::WriteZero.into()))),
+            Poll::Ready(Ok(n)) => (n.min(total), Ok(false)),
+            Poll::Ready(Err(e)) => (0, Err(Error::Io(e))),
+            Poll::Pending => (0, Ok(false)),
+        };
+        self.conn.lone_unwritten(header, payload, written);
+        result
     }
 
     /// Runs a send operation on the connection (its frames join the output queue).

@@ -187,8 +187,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// [`Config`](super::Config) ran out, [`Error::Io`] when the socket failed (the peer
     /// vanishing without a close is `UnexpectedEof`). An error is returned once;
     /// later calls return `Ok(None)`.
-    pub async fn recv(&mut self) -> Result<Option<Message>, Error> {
-        poll_fn(|cx| self.poll_recv(cx)).await
+    pub fn recv(&mut self) -> impl Future<Output = Result<Option<Message>, Error>> + '_ {
+        poll_fn(move |cx| self.poll_recv(cx))
     }
 
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
@@ -300,7 +300,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         if !self.engine.has_room(msg.len()) {
             return Err(TrySendError::QueueFull(msg));
         }
-        queue_message(&mut self.engine, msg, compression).map_err(TrySendError::Failed)
+        self.engine
+            .queue(msg, compression)
+            .map_err(TrySendError::Failed)
     }
 
     /// Waits for room in the send queue, then queues `msg` (no flush).
@@ -315,7 +317,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         if !self.engine.has_room(len) {
             poll_fn(|cx| self.with_room(cx, len)).await?;
         }
-        queue_message(&mut self.engine, msg, compression)
+        self.engine.queue(msg, compression)
     }
 
     /// Sends `msg`: waits for room in the send queue, queues it and writes the queue out.
@@ -327,8 +329,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// [`Error::Closed`] after the close handshake started or the connection failed;
     /// [`Error::Send`] for a control payload over 125 bytes, a close code that may not be
     /// sent, or a message while [`begin_message`](Self::begin_message) is open;
-    /// [`Error::Io`] when the socket failed. A future dropped after the message was
-    /// queued leaves it in the queue, written by the next receive or flush.
+    /// [`Error::Io`] when the socket failed.
+    ///
+    /// The message leaves on the first poll when the socket takes it (the usual case: it
+    /// is written straight from `msg`, header and payload in one vectored write, when
+    /// nothing else is queued); what the socket does not take is queued then, and the
+    /// future finishes writing the queue. A future dropped after its first poll leaves
+    /// the rest in the queue, written by the next receive or flush.
     pub fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
         // Not an `async fn` around `send_with`'s future, which would hold a second copy
         // of `msg`: this future lives inside every handler's.
@@ -350,16 +357,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn send_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        // `feed_with` then `flush`, written out: a nested `feed_with` future would hold a
-        // second copy of `msg`. Most sends find room at once and never build the waiting
-        // future.
-        let len = msg.len();
-        if !self.engine.has_room(len) {
-            poll_fn(|cx| self.with_room(cx, len)).await?;
-        }
-        queue_message(&mut self.engine, msg, compression)?;
-        poll_fn(|cx| self.poll_flush_queue(cx)).await
+    pub fn send_with(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
+        // One poll function holds the whole send (room, the frame, the flush): no nested
+        // futures, one copy of `msg`.
+        let mut msg = Some(msg);
+        poll_fn(move |cx| {
+            self.engine
+                .poll_send(cx, &mut self.io, &mut msg, compression)
+        })
     }
 
     /// Sends a text message.
@@ -515,17 +524,6 @@ where
 
 /// Turns a message into a send operation on the engine; `compression` applies to a data
 /// message.
-fn queue_message(engine: &mut Engine, msg: Message, compression: Compression) -> Result<(), Error> {
-    engine.send_with(|c| match msg {
-        Message::Text(t) => c.send_bytes_with(MessageKind::Text, t.into_bytes(), compression),
-        Message::Binary(b) => c.send_bytes_with(MessageKind::Binary, b, compression),
-        Message::Ping(p) => c.ping(&p),
-        Message::Pong(p) => c.pong(&p),
-        Message::Close(Some(f)) => c.close(super::engine::now(), f.code, f.reason.as_str()),
-        Message::Close(None) => c.close(super::engine::now(), CloseCode::NORMAL, ""),
-    })
-}
-
 impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocket<S> {
     type Item = Result<Message, Error>;
 
@@ -542,7 +540,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     }
 
     fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
-        queue_message(&mut self.get_mut().engine, item, Compression::Auto)
+        self.get_mut().engine.queue(item, Compression::Auto)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {

@@ -163,8 +163,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     }
 
     /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
-    pub async fn recv(&mut self) -> Result<Option<Message>, Error> {
-        poll_fn(|cx| self.poll_recv(cx)).await
+    pub fn recv(&mut self) -> impl Future<Output = Result<Option<Message>, Error>> + '_ {
+        poll_fn(move |cx| self.poll_recv(cx))
     }
 
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
@@ -259,7 +259,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
 
     fn queue(&self, msg: Message, compression: Compression) -> Result<(), Error> {
         let closing = matches!(msg, Message::Close(_));
-        let r = queue_message(&mut self.shared.lock().engine, msg, compression);
+        let r = self.shared.lock().engine.queue(msg, compression);
         if closing {
             // The reading half arms the close timeout.
             WakerPair::wake_slot(&self.shared.wakers.reader);
@@ -328,9 +328,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
 
     /// [`send`](Self::send) with the choice of whether this message is compressed (see
     /// [`WebSocket::send_with`]).
-    pub async fn send_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        self.feed_with(msg, compression).await?;
-        self.flush().await
+    pub fn send_with(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
+        let mut closing = matches!(msg, Message::Close(_));
+        let mut msg = Some(msg);
+        poll_fn(move |cx| {
+            let r = self.with(cx, |e, io, wcx| e.poll_send(wcx, io, &mut msg, compression));
+            if closing && msg.is_none() {
+                // The reading half arms the close timeout.
+                closing = false;
+                WakerPair::wake_slot(&self.shared.wakers.reader);
+            }
+            r
+        })
     }
 
     /// Writes everything queued and flushes the stream.
