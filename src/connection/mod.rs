@@ -260,6 +260,19 @@ pub(crate) enum Raw {
     Close(Range<usize>),
 }
 
+impl Raw {
+    /// A whole data message at `loc`.
+    #[inline]
+    pub(crate) fn whole(kind: MessageKind, loc: Loc) -> Raw {
+        Raw::Data {
+            kind,
+            loc,
+            first: true,
+            fin: true,
+        }
+    }
+}
+
 impl Connection {
     /// A connection for `role`, opened at `now`. Buffers are allocated when first needed.
     pub fn new(role: Role, config: Config, now: Instant) -> Self {

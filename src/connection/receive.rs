@@ -60,27 +60,21 @@ impl Connection {
         })
     }
 
-    /// For the IO layers, which decide after polling how to hand a message over:
-    /// [`next_whole`](Self::next_whole) as the positions, valid until the next call that
-    /// takes `&mut self`.
+    /// For the IO layers, which decide after polling how to hand a message over: the next
+    /// event as positions, valid until the next call that takes `&mut self`; whole
+    /// messages ([`next_whole`](Self::next_whole)) when `whole`, else every event as it
+    /// comes.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     #[inline]
-    pub(crate) fn poll_raw_message(&mut self) -> Option<Result<Raw, Error>> {
+    pub(crate) fn poll_raw(&mut self, whole: bool) -> Option<Result<Raw, Error>> {
         if self.nothing_to_poll() {
             return None;
         }
-        self.next_whole()
-    }
-
-    /// [`poll_raw_message`](Self::poll_raw_message) without gathering chunks: every event
-    /// as it comes.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    #[inline]
-    pub(crate) fn poll_raw(&mut self) -> Option<Result<Raw, Error>> {
-        if self.nothing_to_poll() {
-            return None;
+        if whole {
+            self.next_whole()
+        } else {
+            self.next_raw()
         }
-        self.next_raw()
     }
 
     /// Whether an event poll would find nothing and change nothing: no bytes past a held
@@ -97,7 +91,7 @@ impl Connection {
             && !(self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
     }
 
-    /// The message `raw` (from [`poll_raw_message`](Self::poll_raw_message)), taken.
+    /// The message `raw` (from [`poll_raw`](Self::poll_raw)), taken.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     #[inline]
     pub(crate) fn take_message(&mut self, raw: Raw) -> Message {
@@ -107,7 +101,7 @@ impl Connection {
         }
     }
 
-    /// The message `raw` (from [`poll_raw_message`](Self::poll_raw_message)), borrowed.
+    /// The message `raw` (from [`poll_raw`](Self::poll_raw)), borrowed.
     pub(crate) fn raw_ref(&self, raw: &Raw) -> MessageRef<'_> {
         match raw {
             Raw::Data { kind, loc, .. } => MessageRef::from_data(*kind, self.slice(loc)),
@@ -158,12 +152,7 @@ impl Connection {
             if fin {
                 self.msg_delivered = true;
                 let _ = self.charge_partial(0);
-                return Some(Ok(Raw::Data {
-                    kind,
-                    loc: Loc::Msg,
-                    first: true,
-                    fin: true,
-                }));
+                return Some(Ok(Raw::whole(kind, Loc::Msg)));
             }
         }
     }
@@ -367,12 +356,7 @@ impl Connection {
                 if chunk.first && chunk.message_end {
                     // The whole message is in the receive buffer: lend it, no copy.
                     self.rx_pending = consumed;
-                    return Ok(Some(Raw::Data {
-                        kind,
-                        loc: Loc::Rx(chunk.payload),
-                        first: true,
-                        fin: true,
-                    }));
+                    return Ok(Some(Raw::whole(kind, Loc::Rx(chunk.payload))));
                 }
                 if chunk.first && !chunk.frame_end {
                     // The start of a message's first frame: keep it where it is, and the
@@ -391,12 +375,7 @@ impl Connection {
                         self.held = 0;
                         self.rx_pending = chunk.payload.end;
                         let _ = self.charge_partial(0);
-                        return Ok(Some(Raw::Data {
-                            kind,
-                            loc: Loc::Rx(held),
-                            first: true,
-                            fin: true,
-                        }));
+                        return Ok(Some(Raw::whole(kind, Loc::Rx(held))));
                     }
                     if chunk.frame_end {
                         // The first frame of a fragmented message: its fragments are
@@ -417,12 +396,7 @@ impl Connection {
                 if chunk.message_end {
                     self.msg_delivered = true;
                     let _ = self.charge_partial(0);
-                    return Ok(Some(Raw::Data {
-                        kind,
-                        loc: Loc::Msg,
-                        first: true,
-                        fin: true,
-                    }));
+                    return Ok(Some(Raw::whole(kind, Loc::Msg)));
                 }
                 Ok(None)
             }
@@ -431,8 +405,7 @@ impl Connection {
                     self.rx.advance(consumed);
                     return Ok(None);
                 }
-                let first = !self.chunk_started;
-                self.chunk_started = !chunk.message_end;
+                let first = self.chunk_first(chunk.message_end);
                 self.rx_pending = consumed;
                 Ok(Some(Raw::Data {
                     kind,
@@ -523,12 +496,7 @@ impl Connection {
         match self.config.delivery {
             Delivery::Whole => {
                 if chunk.message_end {
-                    return Ok(Some(Raw::Data {
-                        kind,
-                        loc: Loc::Msg,
-                        first: true,
-                        fin: true,
-                    }));
+                    return Ok(Some(Raw::whole(kind, Loc::Msg)));
                 }
                 Ok(None)
             }
@@ -536,8 +504,7 @@ impl Connection {
                 if !produced && !chunk.message_end {
                     return Ok(None);
                 }
-                let first = !self.chunk_started;
-                self.chunk_started = !chunk.message_end;
+                let first = self.chunk_first(chunk.message_end);
                 if chunk.message_end
                     && let Some(d) = self.deflate.as_deref_mut()
                 {
@@ -551,6 +518,14 @@ impl Connection {
                 }))
             }
         }
+    }
+
+    /// Whether the next chunk delivered is its message's first; `end`: it is the last.
+    #[inline]
+    fn chunk_first(&mut self, end: bool) -> bool {
+        let first = !self.chunk_started;
+        self.chunk_started = !end;
+        first
     }
 
     /// [`fail`](Self::fail) with the error reported now, by the poll that met it.

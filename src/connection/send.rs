@@ -141,6 +141,22 @@ impl Connection {
         payload: &[u8],
         compression: Compression,
     ) -> Result<(), SendError> {
+        if self.queue_compressed(kind, payload, compression)? {
+            return Ok(());
+        }
+        self.queue_slice(true, false, kind.opcode(), payload)
+    }
+
+    /// What every whole message goes through first: refused on a closed connection or
+    /// while a fragmented message is open; then, with permessage-deflate, compressed and
+    /// queued when the policy says so (`Ok(true)`). `Ok(false)`: it goes out as it is.
+    #[inline]
+    fn queue_compressed(
+        &mut self,
+        kind: MessageKind,
+        payload: &[u8],
+        compression: Compression,
+    ) -> Result<bool, SendError> {
         self.check_open()?;
         if self.sending.is_some() {
             return Err(SendError::MessageInProgress);
@@ -152,12 +168,14 @@ impl Connection {
                 .compress_with(payload, &mut out, compression)
                 .map_err(SendError::Deflate)?
             {
-                return self.queue_owned(true, true, kind.opcode(), out.into());
+                self.queue_owned(true, true, kind.opcode(), out.into())?;
+                return Ok(true);
             }
+            // Sent uncompressed (short, incompressible, or asked so).
         }
         #[cfg(not(feature = "deflate"))]
-        let _ = compression;
-        self.queue_slice(true, false, kind.opcode(), payload)
+        let _ = (kind, payload, compression);
+        Ok(false)
     }
 
     /// Sends a text message.
@@ -193,24 +211,10 @@ impl Connection {
         if self.role == Role::Client {
             return self.send_with(kind, &payload, compression);
         }
-        self.check_open()?;
-        if self.sending.is_some() {
-            return Err(SendError::MessageInProgress);
+        if self.queue_compressed(kind, &payload, compression)? {
+            return Ok(());
         }
-        #[cfg(feature = "deflate")]
-        if let Some(pmd) = self.deflate_mut() {
-            let mut out = Vec::new();
-            if pmd
-                .compress_with(&payload, &mut out, compression)
-                .map_err(SendError::Deflate)?
-            {
-                return self.queue_owned(true, true, kind.opcode(), out.into());
-            }
-            // Sent uncompressed (short, incompressible, or asked so): the payload itself
-            // goes out.
-        }
-        #[cfg(not(feature = "deflate"))]
-        let _ = compression;
+        // Not compressed: the payload itself goes out.
         self.queue_owned(true, false, kind.opcode(), payload)
     }
 

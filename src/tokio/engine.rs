@@ -468,12 +468,7 @@ impl Engine {
         whole: bool,
     ) -> Poll<Result<Option<Raw>, Error>> {
         loop {
-            let next = if whole {
-                self.conn.poll_raw_message()
-            } else {
-                self.conn.poll_raw()
-            };
-            match next {
+            match self.conn.poll_raw(whole) {
                 Some(Ok(ev)) => {
                     // Pongs and the close echo leave now if the socket takes them; queued
                     // data with them (messages queued with `feed` otherwise wait for the

@@ -149,17 +149,28 @@ impl<S> std::fmt::Debug for WriteHalf<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
-    /// Polls for the next message.
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        WakerPair::set(&self.shared.wakers.reader, cx.waker());
-        let shared = self.shared.clone();
+    /// Runs `f` on the engine and the socket under the lock, with this half's waker
+    /// registered and the waker that wakes both halves for writes.
+    fn locked<T>(
+        shared: &Shared<S>,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut Engine, &mut Context<'_>, &Waker, &mut dyn Io) -> T,
+    ) -> T {
+        WakerPair::set(&shared.wakers.reader, cx.waker());
         let mut inner = shared.lock();
         let inner = &mut *inner;
         let mut io = PairIo {
             rd: &mut inner.rd,
             wr: &mut inner.wr,
         };
-        poll_message(&mut inner.engine, cx, Some(&shared.combined), &mut io)
+        f(&mut inner.engine, cx, &shared.combined, &mut io)
+    }
+
+    /// Polls for the next message.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        Self::locked(&self.shared, cx, |engine, cx, ww, io| {
+            poll_message(engine, cx, Some(ww), io)
+        })
     }
 
     /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
@@ -172,23 +183,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
-        WakerPair::set(&self.shared.wakers.reader, cx.waker());
-        let shared = self.shared.clone();
-        let mut inner = shared.lock();
-        let inner = &mut *inner;
-        let mut io = PairIo {
-            rd: &mut inner.rd,
-            wr: &mut inner.wr,
-        };
-        let raw = ready!(
-            inner
-                .engine
-                .poll_recv_raw(cx, Some(&shared.combined), &mut io, true)
-        )?;
-        let Some(raw) = raw else {
+        let lent = &mut self.lent;
+        let got = Self::locked(&self.shared, cx, |engine, cx, ww, io| {
+            let raw = ready!(engine.poll_recv_raw(cx, Some(ww), io, true))?;
+            let got = raw.map(|raw| lent.store(engine.conn.raw_ref(&raw)));
+            Poll::Ready(Ok::<_, Error>(got.is_some()))
+        });
+        if !ready!(got)? {
             return Poll::Ready(Ok(None));
-        };
-        self.lent.store(inner.engine.conn.raw_ref(&raw));
+        }
         Poll::Ready(Ok(Some(self.lent.get())))
     }
 
