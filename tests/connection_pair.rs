@@ -741,3 +741,42 @@ fn announced_frame_size_does_not_allocate_ahead() {
     assert!(conn.poll_event().is_none());
     assert!(conn.recv_buffer().capacity() < 64 * 1024);
 }
+
+/// Reads through `reserve_read` as an IO layer does: each read takes what the socket has,
+/// up to the room offered. A stream of 16 KiB messages, each in the socket whole, settles
+/// to one read per message: the room made between messages fits the next one, so no frame
+/// is read in part at the end of the buffer and moved before its rest fits.
+#[test]
+fn a_stream_of_16_kib_messages_settles_to_one_read_each() {
+    let now = Instant::now();
+    let mut client = Connection::new(Role::Client, Config::default(), now);
+    let mut server = Connection::new(Role::Server, Config::default(), now);
+    let payload = vec![7u8; 16 * 1024];
+    let mut reads_per_message = Vec::new();
+    for _ in 0..24 {
+        client.send(MessageKind::Binary, &payload).unwrap();
+        let mut wire = Vec::new();
+        client.write_pending(&mut wire);
+        let mut at = 0;
+        let mut reads = 0;
+        let got = loop {
+            if let Some(ev) = server.poll_message() {
+                break ev.unwrap();
+            }
+            assert!(at < wire.len(), "the message was all delivered");
+            let buf = server.reserve_read();
+            let room = buf.capacity() - buf.len();
+            let n = room.min(wire.len() - at);
+            buf.extend_from_slice(&wire[at..at + n]);
+            server.handle_received(now);
+            at += n;
+            reads += 1;
+        };
+        assert_eq!(got.as_bytes(), &payload[..]);
+        reads_per_message.push(reads);
+    }
+    assert!(
+        reads_per_message[4..].iter().all(|&r| r == 1),
+        "reads per message: {reads_per_message:?}"
+    );
+}

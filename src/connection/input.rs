@@ -41,9 +41,21 @@ impl Connection {
     /// more), so that it is read straight into place with no reallocation on the way. That room is bounded by
     /// [`Config::max_read_ahead`](super::Config::max_read_ahead), or by what the frame has delivered so far when that is
     /// more: a peer that announces a large frame and sends little gets little reserved.
+    #[inline]
     pub fn reserve_recv(&mut self, read_size: usize) -> &mut BytesMut {
         self.release();
         let spare = self.rx.capacity() - self.rx.len();
+        // Most reads find room and no frame held.
+        if self.held != 0 || spare < read_size {
+            self.make_room(read_size, spare);
+        }
+        self.rx_mark = self.rx.len();
+        &mut self.rx
+    }
+
+    /// [`reserve_recv`](Self::reserve_recv)'s reservation, for a held frame or a buffer
+    /// short of room.
+    fn make_room(&mut self, read_size: usize, spare: usize) {
         // Only a held frame reserves for its rest; between frames (the usual read) the
         // decoder is not asked.
         let rest = match self.held {
@@ -66,17 +78,28 @@ impl Connection {
             if rest > spare {
                 self.rx.reserve(rest.saturating_add(read_size));
             }
+        } else if self.rx.is_empty() {
+            // Between messages: room for a whole read size, so that a message of the size
+            // the last reads brought arrives whole. A frame read in part at the end of the
+            // room would be moved to the front before its rest fitted (a 16 KiB echo moved
+            // 16 KiB every other message that way). Moving nothing costs little; room for
+            // two small reads keeps it from coming back every message, and staying within
+            // half of what is kept between messages keeps the buffer from being given
+            // back (and made anew) at every message.
+            if spare < read_size {
+                self.rx
+                    .reserve((2 * read_size).min(RETAIN_CAPACITY / 2).max(read_size));
+            }
         } else if spare < read_size / 2 {
             self.rx.reserve(read_size);
         }
-        self.rx_mark = self.rx.len();
-        &mut self.rx
     }
 
     /// [`reserve_recv`](Self::reserve_recv) with the connection's own read size, which
     /// the IO layers read through: [`Config::read_buffer_size`](super::Config) at first,
     /// doubling (up to 256 KiB) while reads fill what they were offered (a large message
-    /// streaming in), back to the configured size when a read leaves room.
+    /// streaming in); when a read leaves room, twice what it brought (at most 32 KiB, at
+    /// least the configured size).
     #[inline]
     pub fn reserve_read(&mut self) -> &mut BytesMut {
         let size = self.read_size as usize;
@@ -98,10 +121,20 @@ impl Connection {
         let n = self.rx.len().saturating_sub(self.rx_mark);
         self.rx_mark = self.rx.len();
         if self.read_offer > 0 {
+            let least = self.config.read_buffer_size.max(256) as u32;
             self.read_size = if n >= self.read_offer as usize {
                 (self.read_size * 2).min(MAX_READ_CHUNK)
             } else {
-                self.config.read_buffer_size.max(256) as u32
+                // Twice what this read brought: a message of that size then always finds
+                // room for all of it, and arrives in one read. Falling back to the
+                // configured size instead let a 16 KiB message stream read each other
+                // message in part at the end of the room, to be moved to the front of
+                // the buffer before its rest fitted. At most what is kept between
+                // messages, never below the configured size.
+                (n as u32)
+                    .saturating_mul(2)
+                    .min((RETAIN_CAPACITY / 2) as u32)
+                    .max(least)
             };
             self.read_offer = 0;
         }
