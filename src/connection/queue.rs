@@ -160,6 +160,7 @@ impl OutQueue {
     /// Queues what a direct write left of a lone frame, `header` then `payload`, of which
     /// the first `written` bytes went out; the queue was empty. A frame already started is
     /// the front frame in progress: it finishes before any control frame.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn push_rest(&mut self, header: &[u8], mut payload: Bytes, written: usize) {
         debug_assert!(self.is_empty());
         let header = match header.get(written..) {

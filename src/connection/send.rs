@@ -231,6 +231,7 @@ impl Connection {
     /// [`lone_unwritten`](Self::lone_unwritten) before the layer waits, so the frame is
     /// owned by the connection from then on, exactly as a queued one.
     #[inline]
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn lone_header(&self, kind: MessageKind, len: usize) -> Option<HeaderBuf> {
         if !self.out.is_empty()
             || self.role == Role::Client
@@ -246,6 +247,7 @@ impl Connection {
     /// Queues what a write of the lone frame `header` + `payload` (from
     /// [`lone_header`](Self::lone_header)) left: its first `written` bytes went out, so the
     /// rest finishes before any control frame is written.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn lone_unwritten(&mut self, header: &HeaderBuf, payload: Bytes, written: usize) {
         self.out.push_rest(header.as_slice(), payload, written);
     }
