@@ -17,44 +17,15 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
             return;
         }
         let pubsub = tokio::time::timeout(inner.config.timeout, client.get_async_pubsub()).await;
-        let pubsub = match pubsub {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    &format!("redis pub/sub connect failed: {e}"),
-                )
-                .await;
-                continue;
-            }
-            Err(_) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    "redis pub/sub connect timed out",
-                )
-                .await;
-                continue;
-            }
+        let Some(pubsub) = connected(&inner, &link, &mut backoff, "redis pub/sub", pubsub).await
+        else {
+            continue;
         };
         let (mut sink, mut stream) = pubsub.split();
         // Everything the hub wants now; pending changes are folded in.
         let _ = link.take_interest(usize::MAX);
         let mut held: HashSet<Topic> = HashSet::new();
-        let all = link.topics();
-        let mut ok = true;
-        for chunk in all.chunks(inner.config.batch.max(1)) {
-            if !sink.add(channels(&inner, chunk)).await {
-                ok = false;
-                break;
-            }
-            held.extend(chunk.iter().cloned());
-            link.subscribed(chunk);
-        }
-        if !ok {
+        if !subscribe_all(&inner, &link, &link.topics(), &mut sink, &mut held).await {
             backoff_after(
                 &inner,
                 &link,
@@ -70,13 +41,7 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
         // connection has its scripts loaded, so a publication made once the hub reports
         // the broker up is recorded.
         command_ready(&inner, &link).await;
-        if connected_before {
-            // Subscribed again to every live topic: catch up before reading on.
-            link.up_after_gap().await;
-        } else {
-            link.up();
-            connected_before = true;
-        }
+        up(&link, &mut connected_before).await;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let reason = loop {
             tokio::select! {
@@ -279,7 +244,6 @@ pub(super) async fn apply_interest(
 /// holds at most [`RedisConfig::queue_capacity`] messages; past it they are dropped and
 /// counted, and the broker catches up from the streams as after a loss.
 pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
-    let batch = inner.config.batch.max(1);
     let mut backoff = inner.config.backoff_min;
     let mut connected_before = false;
     'connect: loop {
@@ -306,29 +270,11 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
             Ok(c) => tokio::time::timeout(inner.config.timeout, c.get_async_connection()).await,
             Err(e) => Ok(Err(e)),
         };
-        let mut shards = match conn {
-            Ok(Ok(conn)) => Shards { conn },
-            Ok(Err(e)) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    &format!("redis cluster pub/sub connect failed: {e}"),
-                )
-                .await;
-                continue;
-            }
-            Err(_) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    "redis cluster pub/sub connect timed out",
-                )
-                .await;
-                continue;
-            }
+        let conn = connected(&inner, &link, &mut backoff, "redis cluster pub/sub", conn).await;
+        let Some(conn) = conn else {
+            continue;
         };
+        let mut shards = Shards { conn };
         let mut held: HashSet<Topic> = HashSet::new();
         loop {
             // Everything the hub wants now (pending changes folded in), subscribed again
@@ -339,18 +285,10 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
                 let want: HashSet<&Topic> = all.iter().collect();
                 held.iter().filter(|t| !want.contains(t)).cloned().collect()
             };
-            let mut ok = stale.is_empty() || shards.remove(channels(&inner, &stale)).await;
-            if ok {
+            let ok = (stale.is_empty() || shards.remove(channels(&inner, &stale)).await) && {
                 held.clear();
-                for chunk in all.chunks(batch) {
-                    if !shards.add(channels(&inner, chunk)).await {
-                        ok = false;
-                        break;
-                    }
-                    held.extend(chunk.iter().cloned());
-                    link.subscribed(chunk);
-                }
-            }
+                subscribe_all(&inner, &link, &all, &mut shards, &mut held).await
+            };
             if !ok {
                 backoff_after(
                     &inner,
@@ -366,12 +304,7 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
             // What was dropped while the broker was away is in the streams, after each
             // topic's last position: the catch-up brings it.
             overflow.store(false, Ordering::Relaxed);
-            if connected_before {
-                link.up_after_gap().await;
-            } else {
-                link.up();
-                connected_before = true;
-            }
+            up(&link, &mut connected_before).await;
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             let reason = loop {
                 tokio::select! {
@@ -441,4 +374,52 @@ async fn backoff_after(inner: &Inner, link: &Link, backoff: &mut Duration, reaso
     link.down(reason);
     tokio::time::sleep(*backoff).await;
     *backoff = (*backoff * 2).min(inner.config.backoff_max);
+}
+
+/// The connection of a connect attempt bounded by the configured timeout, or `None` after
+/// [`backoff_after`] with why it failed (`what` names the connection).
+async fn connected<T, E: std::fmt::Display>(
+    inner: &Inner,
+    link: &Link,
+    backoff: &mut Duration,
+    what: &str,
+    attempt: Result<Result<T, E>, tokio::time::error::Elapsed>,
+) -> Option<T> {
+    let reason = match attempt {
+        Ok(Ok(conn)) => return Some(conn),
+        Ok(Err(e)) => format!("{what} connect failed: {e}"),
+        Err(_) => format!("{what} connect timed out"),
+    };
+    backoff_after(inner, link, backoff, &reason).await;
+    None
+}
+
+/// Subscribes a fresh connection to `all` (every topic the hub wants), in batches, each
+/// batch confirmed to the hub and added to `held`; false when the connection failed.
+async fn subscribe_all(
+    inner: &Inner,
+    link: &Link,
+    all: &[Topic],
+    sink: &mut impl Channels,
+    held: &mut HashSet<Topic>,
+) -> bool {
+    for chunk in all.chunks(inner.config.batch.max(1)) {
+        if !sink.add(channels(inner, chunk)).await {
+            return false;
+        }
+        held.extend(chunk.iter().cloned());
+        link.subscribed(chunk);
+    }
+    true
+}
+
+/// Reports the broker up once subscribed: the first time as it is, after a reconnect
+/// once the hub has caught up on the gap (every live topic is subscribed again).
+async fn up(link: &Link, connected_before: &mut bool) {
+    if *connected_before {
+        link.up_after_gap().await;
+    } else {
+        link.up();
+        *connected_before = true;
+    }
 }
