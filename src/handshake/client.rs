@@ -229,6 +229,15 @@ impl std::error::Error for ClientError {
     }
 }
 
+impl From<http::Over> for ClientError {
+    fn from(over: http::Over) -> Self {
+        match over {
+            http::Over::Fields => ClientError::TooManyHeaders,
+            http::Over::Size => ClientError::ResponseTooLarge,
+        }
+    }
+}
+
 /// A response other than 101: what the server said instead of upgrading.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
