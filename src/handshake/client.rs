@@ -346,14 +346,7 @@ impl Response {
         self.subprotocol.as_deref()
     }
 
-    /// Whether permessage-deflate was agreed (never without feature `deflate`).
-    pub fn is_deflate(&self) -> bool {
-        #[cfg(feature = "deflate")]
-        let agreed = self.deflate.is_some();
-        #[cfg(not(feature = "deflate"))]
-        let agreed = false;
-        agreed
-    }
+    deflate_agreed!();
 }
 
 /// The response as an `http` type (features `hyper` or `axum`), headers that are not
