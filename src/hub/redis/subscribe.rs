@@ -6,7 +6,6 @@ use super::*;
 /// The pub/sub connection: subscribes to what the hub wants, delivers what arrives,
 /// reconnects with backoff and subscribes again.
 pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
-    use futures_core::Stream;
     let Backend::Single(client) = &inner.backend else {
         return;
     };
@@ -25,14 +24,9 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
         // Everything the hub wants now; pending changes are folded in.
         let _ = link.take_interest(usize::MAX);
         let mut held: HashSet<Topic> = HashSet::new();
+        let failed = "redis pub/sub subscribe failed";
         if !subscribe_all(&inner, &link, &link.topics(), &mut sink, &mut held).await {
-            backoff_after(
-                &inner,
-                &link,
-                &mut backoff,
-                "redis pub/sub subscribe failed",
-            )
-            .await;
+            backoff_after(&inner, &link, &mut backoff, failed).await;
             continue;
         }
         backoff = inner.config.backoff_min;
@@ -42,28 +36,11 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
         // the broker up is recorded.
         command_ready(&inner, &link).await;
         up(&link, &mut connected_before).await;
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let reason = loop {
-            tokio::select! {
-                msg = std::future::poll_fn(|cx| std::pin::Pin::new(&mut stream).poll_next(cx)) => {
-                    let Some(msg) = msg else { break "redis pub/sub connection lost" };
-                    if let Some(topic) = inner.topic_of(msg.get_channel_name()) {
-                        link.deliver(topic, Bytes::copy_from_slice(msg.get_payload_bytes()));
-                    }
-                }
-                _ = inner.interest.notified() => {
-                    if !apply_interest(&inner, &link, &mut sink, &mut held).await {
-                        break "redis pub/sub subscribe failed";
-                    }
-                }
-                _ = tick.tick() => {
-                    if link.is_closed() {
-                        return;
-                    }
-                }
-            }
+        let Some(lost) = read_on(&inner, &link, &mut sink, &mut stream, &mut held, failed).await
+        else {
+            return;
         };
-        link.down(reason);
+        link.down(lost.reason());
     }
 }
 
@@ -253,9 +230,13 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
         // What the connection receives waits here, bounded: past the queue capacity it is
         // dropped and counted, and the broker treats that as a gap (resubscribes and
         // catches up).
-        let (tx, mut rx) = mpsc::channel::<redis::PushInfo>(inner.config.queue_capacity.max(1));
+        let (tx, rx) = mpsc::channel::<redis::PushInfo>(inner.config.queue_capacity.max(1));
         let overflow = Arc::new(AtomicBool::new(false));
         let (flag, counter) = (overflow.clone(), link.clone());
+        let mut pushes = Pushes {
+            rx,
+            overflow: overflow.clone(),
+        };
         let client = cluster_builder(&inner.config)
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(move |push: redis::PushInfo| {
@@ -276,6 +257,7 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
         };
         let mut shards = Shards { conn };
         let mut held: HashSet<Topic> = HashSet::new();
+        let failed = "redis cluster ssubscribe failed";
         loop {
             // Everything the hub wants now (pending changes folded in), subscribed again
             // on this connection (SSUBSCRIBE of a held channel changes nothing).
@@ -290,13 +272,7 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
                 subscribe_all(&inner, &link, &all, &mut shards, &mut held).await
             };
             if !ok {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    "redis cluster ssubscribe failed",
-                )
-                .await;
+                backoff_after(&inner, &link, &mut backoff, failed).await;
                 continue;
             }
             backoff = inner.config.backoff_min;
@@ -305,53 +281,17 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
             // topic's last position: the catch-up brings it.
             overflow.store(false, Ordering::Relaxed);
             up(&link, &mut connected_before).await;
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            let reason = loop {
-                tokio::select! {
-                    push = rx.recv() => {
-                        let Some(push) = push else {
-                            link.down("redis cluster pub/sub connection closed");
-                            continue 'connect;
-                        };
-                        match push.kind {
-                            PushKind::SMessage => {
-                                if let Some(msg) = redis::Msg::from_push_info(push)
-                                    && let Some(topic) = inner.topic_of(msg.get_channel_name())
-                                {
-                                    link.deliver(
-                                        topic,
-                                        Bytes::copy_from_slice(msg.get_payload_bytes()),
-                                    );
-                                }
-                            }
-                            // A master's connection was lost: its channels may have
-                            // missed publications.
-                            PushKind::Disconnection => break "redis cluster node connection lost",
-                            // The server dropped a channel we hold (its slot moved).
-                            PushKind::SUnsubscribe
-                                if unsolicited(&inner, &held, &push.data) =>
-                            {
-                                break "redis cluster moved a shard channel";
-                            }
-                            _ => {}
-                        }
-                        if overflow.swap(false, Ordering::Relaxed) {
-                            break "redis cluster pub/sub fell behind";
-                        }
-                    }
-                    _ = inner.interest.notified() => {
-                        if !apply_interest(&inner, &link, &mut shards, &mut held).await {
-                            break "redis cluster ssubscribe failed";
-                        }
-                    }
-                    _ = tick.tick() => {
-                        if link.is_closed() {
-                            return;
-                        }
-                    }
+            let lost = read_on(&inner, &link, &mut shards, &mut pushes, &mut held, failed).await;
+            match lost {
+                None => return,
+                Some(Lost::Connection(reason)) => {
+                    link.down(reason);
+                    continue 'connect;
                 }
-            };
-            link.down(reason);
+                // The connection repairs a lost master's connection itself: subscribe
+                // again on it.
+                Some(Lost::Channels(reason)) => link.down(reason),
+            }
         }
     }
 }
@@ -421,5 +361,112 @@ async fn up(link: &Link, connected_before: &mut bool) {
     } else {
         link.up();
         *connected_before = true;
+    }
+}
+
+/// What a subscriber lost while reading on.
+enum Lost {
+    /// The connection, for good: a new one is needed.
+    Connection(&'static str),
+    /// Some of its subscriptions, or publications on them: it subscribes again.
+    Channels(&'static str),
+}
+
+impl Lost {
+    fn reason(&self) -> &'static str {
+        match self {
+            Lost::Connection(r) | Lost::Channels(r) => r,
+        }
+    }
+}
+
+/// What a subscribed connection receives.
+trait Incoming {
+    /// Waits for the next thing received and delivers it to the hub; says what was lost
+    /// instead, if anything (`held`: the topics subscribed to).
+    async fn next(&mut self, inner: &Inner, link: &Link, held: &HashSet<Topic>) -> Option<Lost>;
+}
+
+impl Incoming for redis::aio::PubSubStream {
+    async fn next(&mut self, inner: &Inner, link: &Link, _: &HashSet<Topic>) -> Option<Lost> {
+        use futures_core::Stream;
+        let msg = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *self).poll_next(cx)).await;
+        let Some(msg) = msg else {
+            return Some(Lost::Connection("redis pub/sub connection lost"));
+        };
+        if let Some(topic) = inner.topic_of(msg.get_channel_name()) {
+            link.deliver(topic, Bytes::copy_from_slice(msg.get_payload_bytes()));
+        }
+        None
+    }
+}
+
+/// The pushes of a cluster pub/sub connection, as its push sender queued them, and
+/// whether that queue overflowed.
+struct Pushes {
+    rx: mpsc::Receiver<redis::PushInfo>,
+    overflow: Arc<AtomicBool>,
+}
+
+impl Incoming for Pushes {
+    async fn next(&mut self, inner: &Inner, link: &Link, held: &HashSet<Topic>) -> Option<Lost> {
+        let Some(push) = self.rx.recv().await else {
+            return Some(Lost::Connection("redis cluster pub/sub connection closed"));
+        };
+        match push.kind {
+            PushKind::SMessage => {
+                if let Some(msg) = redis::Msg::from_push_info(push)
+                    && let Some(topic) = inner.topic_of(msg.get_channel_name())
+                {
+                    link.deliver(topic, Bytes::copy_from_slice(msg.get_payload_bytes()));
+                }
+            }
+            // A master's connection was lost: its channels may have missed publications.
+            PushKind::Disconnection => {
+                return Some(Lost::Channels("redis cluster node connection lost"));
+            }
+            // The server dropped a channel we hold (its slot moved).
+            PushKind::SUnsubscribe if unsolicited(inner, held, &push.data) => {
+                return Some(Lost::Channels("redis cluster moved a shard channel"));
+            }
+            _ => {}
+        }
+        if self.overflow.swap(false, Ordering::Relaxed) {
+            return Some(Lost::Channels("redis cluster pub/sub fell behind"));
+        }
+        None
+    }
+}
+
+/// Reads on a subscribed connection until something is lost (`None`: the hub is gone).
+/// Meanwhile the hub's interest changes are applied as they come (a failure loses the
+/// channels, `failed` says so), and whether the hub is gone is checked once a second.
+async fn read_on(
+    inner: &Inner,
+    link: &Link,
+    sink: &mut impl Channels,
+    incoming: &mut impl Incoming,
+    held: &mut HashSet<Topic>,
+    failed: &'static str,
+) -> Option<Lost> {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            lost = incoming.next(inner, link, held) => {
+                if lost.is_some() {
+                    return lost;
+                }
+            }
+            _ = inner.interest.notified() => {
+                if !apply_interest(inner, link, sink, held).await {
+                    return Some(Lost::Channels(failed));
+                }
+            }
+            _ = tick.tick() => {
+                if link.is_closed() {
+                    return None;
+                }
+            }
+        }
     }
 }
