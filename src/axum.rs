@@ -201,6 +201,11 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
     }
 }
 
+/// A size limit given to a setter: `0` stands for `default`, not "refuse everything".
+fn zero_is_default(bytes: usize, default: usize) -> usize {
+    if bytes == 0 { default } else { bytes }
+}
+
 impl WebSocketUpgrade {
     /// Sets the server configuration (connection settings, subprotocols, origin check,
     /// permessage-deflate). The finer setters ([`protocols`](Self::protocols),
@@ -235,22 +240,18 @@ impl WebSocketUpgrade {
     /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::codec::DEFAULT_MAX_MESSAGE_SIZE) (16 MiB), not
     /// "refuse every message".
     pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.overrides.max_message_size = Some(if bytes == 0 {
-            crate::codec::DEFAULT_MAX_MESSAGE_SIZE
-        } else {
-            bytes
-        });
+        self.overrides.max_message_size = Some(zero_is_default(
+            bytes,
+            crate::codec::DEFAULT_MAX_MESSAGE_SIZE,
+        ));
         self
     }
 
     /// Sets the largest frame accepted; `0` means the default,
     /// [`DEFAULT_MAX_FRAME_SIZE`](crate::codec::DEFAULT_MAX_FRAME_SIZE).
     pub fn max_frame_size(mut self, bytes: usize) -> Self {
-        self.overrides.max_frame_size = Some(if bytes == 0 {
-            crate::codec::DEFAULT_MAX_FRAME_SIZE
-        } else {
-            bytes
-        });
+        self.overrides.max_frame_size =
+            Some(zero_is_default(bytes, crate::codec::DEFAULT_MAX_FRAME_SIZE));
         self
     }
 

@@ -130,29 +130,24 @@ impl Error {
     }
 }
 
-impl From<io::Error> for Error {
-    fn from(e: io::Error) -> Self {
-        Error::Io(e)
-    }
+/// `From` for the errors [`Error`] holds as they are, each in its variant.
+macro_rules! wrap_errors {
+    ($($(#[$attr:meta])* $source:ty => $variant:ident,)*) => {$(
+        $(#[$attr])*
+        impl From<$source> for Error {
+            fn from(e: $source) -> Self {
+                Error::$variant(e)
+            }
+        }
+    )*};
 }
 
-impl From<ProtocolError> for Error {
-    fn from(e: ProtocolError) -> Self {
-        Error::Protocol(e)
-    }
-}
-
-impl From<UrlError> for Error {
-    fn from(e: UrlError) -> Self {
-        Error::Url(e)
-    }
-}
-
-#[cfg(feature = "proxy")]
-impl From<ProxyError> for Error {
-    fn from(e: ProxyError) -> Self {
-        Error::Proxy(e)
-    }
+wrap_errors! {
+    io::Error => Io,
+    ProtocolError => Protocol,
+    UrlError => Url,
+    #[cfg(feature = "proxy")]
+    ProxyError => Proxy,
 }
 
 impl From<crate::handshake::Refused> for Error {

@@ -9,6 +9,47 @@ mod utf8;
 
 pub use utf8::{FromUtf8Error, Utf8Bytes};
 
+/// The kind tests the owned and the borrowed message share (both enums have the same
+/// five variants), and `is_empty` from their `len`.
+macro_rules! kind_tests {
+    ($view:ident) => {
+        /// Whether the payload is empty.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// Whether this is a text or binary message.
+        pub fn is_data(&self) -> bool {
+            matches!(self, $view::Text(_) | $view::Binary(_))
+        }
+
+        /// Whether this is a text message.
+        pub fn is_text(&self) -> bool {
+            matches!(self, $view::Text(_))
+        }
+
+        /// Whether this is a binary message.
+        pub fn is_binary(&self) -> bool {
+            matches!(self, $view::Binary(_))
+        }
+
+        /// Whether this is a ping.
+        pub fn is_ping(&self) -> bool {
+            matches!(self, $view::Ping(_))
+        }
+
+        /// Whether this is a pong.
+        pub fn is_pong(&self) -> bool {
+            matches!(self, $view::Pong(_))
+        }
+
+        /// Whether this is a close frame.
+        pub fn is_close(&self) -> bool {
+            matches!(self, $view::Close(_))
+        }
+    };
+}
+
 /// A close frame's status code and reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloseFrame {
@@ -68,40 +109,7 @@ impl Message {
         }
     }
 
-    /// Whether the payload is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether this is a text or binary message.
-    pub fn is_data(&self) -> bool {
-        matches!(self, Message::Text(_) | Message::Binary(_))
-    }
-
-    /// Whether this is a text message.
-    pub fn is_text(&self) -> bool {
-        matches!(self, Message::Text(_))
-    }
-
-    /// Whether this is a binary message.
-    pub fn is_binary(&self) -> bool {
-        matches!(self, Message::Binary(_))
-    }
-
-    /// Whether this is a ping.
-    pub fn is_ping(&self) -> bool {
-        matches!(self, Message::Ping(_))
-    }
-
-    /// Whether this is a pong.
-    pub fn is_pong(&self) -> bool {
-        matches!(self, Message::Pong(_))
-    }
-
-    /// Whether this is a close frame.
-    pub fn is_close(&self) -> bool {
-        matches!(self, Message::Close(_))
-    }
+    kind_tests!(Message);
 
     /// The text of a text message; `None` for every other kind (see
     /// [`into_text`](Self::into_text) to read a binary payload as text).
@@ -272,40 +280,7 @@ impl<'a> MessageRef<'a> {
         }
     }
 
-    /// Whether the payload is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether this is a text or binary message.
-    pub fn is_data(&self) -> bool {
-        matches!(self, MessageRef::Text(_) | MessageRef::Binary(_))
-    }
-
-    /// Whether this is a text message.
-    pub fn is_text(&self) -> bool {
-        matches!(self, MessageRef::Text(_))
-    }
-
-    /// Whether this is a binary message.
-    pub fn is_binary(&self) -> bool {
-        matches!(self, MessageRef::Binary(_))
-    }
-
-    /// Whether this is a ping.
-    pub fn is_ping(&self) -> bool {
-        matches!(self, MessageRef::Ping(_))
-    }
-
-    /// Whether this is a pong.
-    pub fn is_pong(&self) -> bool {
-        matches!(self, MessageRef::Pong(_))
-    }
-
-    /// Whether this is a close frame.
-    pub fn is_close(&self) -> bool {
-        matches!(self, MessageRef::Close(_))
-    }
+    kind_tests!(MessageRef);
 
     /// The text of a text message; `None` otherwise.
     pub fn as_text(&self) -> Option<&'a str> {

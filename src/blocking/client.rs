@@ -11,7 +11,7 @@ use crate::handshake::{ClientHandshake, ClientRequest, Negotiated, Response};
 use crate::url::UrlError;
 use crate::url::WsUrl;
 
-use super::net::{HANDSHAKE_READ, Transport, connect_tcp, read_some};
+use super::net::{Transport, connect_tcp, read_head};
 use super::stream::MaybeTlsStream;
 use super::ws::WebSocket;
 
@@ -114,15 +114,7 @@ pub(super) fn handshake<S: Transport>(
         ClientHandshake::new(&request, config.handshake.clone()).map_err(Error::ClientHandshake)?;
     stream.write_all(&bytes)?;
     stream.flush()?;
-    let mut buf = [0u8; HANDSHAKE_READ];
-    let upgraded = loop {
-        let n = read_some(&mut stream, &mut buf)?;
-        match hs.feed(&buf[..n]) {
-            Ok(None) => {}
-            Ok(Some(u)) => break u,
-            Err(e) => return Err(Error::ClientHandshake(e)),
-        }
-    };
+    let upgraded = read_head(&mut stream, |b| hs.feed(b))?.map_err(Error::ClientHandshake)?;
     let negotiated = upgraded.negotiated(&config.handshake);
     let (response, leftover) = upgraded.into_response();
     let ws = from_handshake(

@@ -80,32 +80,27 @@ where
     }
 }
 
-impl<T: Transport + ?Sized> Transport for &mut T {
-    fn shutdown_write(&mut self) -> io::Result<()> {
-        (**self).shutdown_write()
-    }
-    fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        (**self).read_timeout()
-    }
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        (**self).set_read_timeout(timeout)
-    }
+/// A transport through a pointer to one: each call goes to the transport pointed to.
+macro_rules! transport_through {
+    ($($pointer:ty),*) => {$(
+        impl<T: Transport + ?Sized> Transport for $pointer {
+            fn shutdown_write(&mut self) -> io::Result<()> {
+                (**self).shutdown_write()
+            }
+            fn read_timeout(&self) -> io::Result<Option<Duration>> {
+                (**self).read_timeout()
+            }
+            fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+                (**self).set_read_timeout(timeout)
+            }
+        }
+    )*};
 }
 
-impl<T: Transport + ?Sized> Transport for Box<T> {
-    fn shutdown_write(&mut self) -> io::Result<()> {
-        (**self).shutdown_write()
-    }
-    fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        (**self).read_timeout()
-    }
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        (**self).set_read_timeout(timeout)
-    }
-}
+transport_through!(&mut T, Box<T>);
 
 /// Bytes read from the socket per call while a handshake is in progress.
-pub(super) const HANDSHAKE_READ: usize = 2048;
+const HANDSHAKE_READ: usize = 2048;
 
 /// TCP to `host:port`, each resolved address in turn, with the socket options set.
 pub(super) fn connect_tcp(
@@ -136,6 +131,22 @@ pub(super) fn connect_tcp(
     stream.set_write_timeout(config.write_timeout)?;
     stream.set_nodelay(config.nodelay)?;
     Ok(stream)
+}
+
+/// Reads `stream` into a handshake's `feed` until it has a whole head: what it made of
+/// it, or its error in the inner `Err` (for the caller to answer); the outer `Err` is
+/// the stream's, an end of stream before the head is whole included.
+pub(super) fn read_head<S: Read, T, E>(
+    stream: &mut S,
+    mut feed: impl FnMut(&[u8]) -> Result<Option<T>, E>,
+) -> io::Result<Result<T, E>> {
+    let mut buf = [0u8; HANDSHAKE_READ];
+    loop {
+        let n = read_some(stream, &mut buf)?;
+        if let Some(head) = feed(&buf[..n]).transpose() {
+            return Ok(head);
+        }
+    }
 }
 
 /// Reads at least one byte; end of stream is `UnexpectedEof`.

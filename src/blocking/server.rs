@@ -5,7 +5,7 @@ use crate::config::ServerConfig;
 use crate::error::Error;
 use crate::handshake::{Reject, Request, ResponseHeaders, ServerHandshake};
 
-use super::net::{HANDSHAKE_READ, Transport, read_some};
+use super::net::{Transport, read_head};
 use super::ws::WebSocket;
 
 /// Runs the server side of the opening handshake on `stream`, accepting every valid
@@ -31,17 +31,12 @@ where
     H: ResponseHeaders,
 {
     let mut hs = ServerHandshake::new(&config.handshake);
-    let mut buf = [0u8; HANDSHAKE_READ];
-    let request = loop {
-        let n = read_some(&mut stream, &mut buf)?;
-        match hs.feed(&buf[..n]) {
-            Ok(None) => {}
-            Ok(Some(r)) => break r,
-            Err(e) => {
-                let _ = stream.write_all(&e.response());
-                let _ = stream.flush();
-                return Err(Error::ServerHandshake(e));
-            }
+    let request = match read_head(&mut stream, |b| hs.feed(b))? {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = stream.write_all(&e.response());
+            let _ = stream.flush();
+            return Err(Error::ServerHandshake(e));
         }
     };
     let accepted = match request.decide(&config.handshake, check) {

@@ -816,6 +816,13 @@ mod tests {
         s.into_bytes()
     }
 
+    /// `message` compressed whole by `enc`, as one message.
+    fn whole(enc: &mut FastDeflate, message: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        enc.compress(message, true, &mut out);
+        out
+    }
+
     fn inflate(receiver: &mut Receiver, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         receiver
@@ -841,8 +848,7 @@ mod tests {
                 json_like(16 * 1024, 6),
             ];
             for m in &messages {
-                let mut out = Vec::new();
-                enc.compress(m, true, &mut out);
+                let out = whole(&mut enc, m);
                 assert_eq!(&inflate(&mut receiver, &out), m, "window bits {bits}");
             }
         }
@@ -852,8 +858,7 @@ mod tests {
     fn an_empty_message_is_the_single_byte_of_rfc_7692() {
         // RFC 7692 7.2.3.6: an empty stored block with LEN/NLEN removed is `00`.
         let mut enc = FastDeflate::new(15);
-        let mut out = Vec::new();
-        enc.compress(&[], true, &mut out);
+        let out = whole(&mut enc, &[]);
         assert_eq!(out, [0x00]);
     }
 
@@ -873,11 +878,9 @@ mod tests {
     fn reset_forgets_the_history() {
         let message = json_like(2000, 8);
         let mut enc = FastDeflate::new(15);
-        let mut first = Vec::new();
-        enc.compress(&message, true, &mut first);
+        let first = whole(&mut enc, &message);
         enc.reset();
-        let mut second = Vec::new();
-        enc.compress(&message, true, &mut second);
+        let second = whole(&mut enc, &message);
         // Without the history the second copy compresses exactly as the first did, and
         // a fresh inflater (which knows nothing of the first) decodes it.
         assert_eq!(first, second);
@@ -890,16 +893,13 @@ mod tests {
         let message = dictionary[30_000..31_000].to_vec();
         // The peer has the dictionary in its window (it received it as a message).
         let mut receiver = Receiver::new();
-        let mut standalone = Vec::new();
-        FastDeflate::new(15).compress(&dictionary, true, &mut standalone);
+        let standalone = whole(&mut FastDeflate::new(15), &dictionary);
         assert_eq!(inflate(&mut receiver, &standalone), dictionary);
 
         let mut enc = FastDeflate::new(15);
         enc.set_dictionary(&dictionary);
-        let mut out = Vec::new();
-        enc.compress(&message, true, &mut out);
-        let mut fresh = Vec::new();
-        FastDeflate::new(15).compress(&message, true, &mut fresh);
+        let out = whole(&mut enc, &message);
+        let fresh = whole(&mut FastDeflate::new(15), &message);
         assert!(
             out.len() * 3 < fresh.len(),
             "a copy of the history is a few matches: {} B, {} B without it",
@@ -913,8 +913,7 @@ mod tests {
     fn incompressible_data_goes_stored_and_grows_by_a_few_bytes() {
         let data = noise(100_000, 10);
         let mut enc = FastDeflate::new(15);
-        let mut out = Vec::new();
-        enc.compress(&data, true, &mut out);
+        let out = whole(&mut enc, &data);
         // 4 blocks of 32 KiB: 5 bytes of stored-block header each, plus the flush byte.
         assert!(out.len() <= data.len() + 4 * 5 + 1, "{} B", out.len());
         assert_eq!(inflate(&mut Receiver::new(), &out), data);
@@ -924,8 +923,7 @@ mod tests {
     fn json_like_text_is_smaller_than_with_fixed_codes_only() {
         // zlib-rs's level 1 writes fixed codes only; our dynamic codes must beat it.
         let text = json_like(16 * 1024, 11);
-        let mut ours = Vec::new();
-        FastDeflate::new(15).compress(&text, true, &mut ours);
+        let ours = whole(&mut FastDeflate::new(15), &text);
         let mut zlib = crate::deflate::compressor::Key {
             window_bits: 15,
             level: 1,

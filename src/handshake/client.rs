@@ -229,6 +229,15 @@ impl std::error::Error for ClientError {
     }
 }
 
+impl From<http::Over> for ClientError {
+    fn from(over: http::Over) -> Self {
+        match over {
+            http::Over::Fields => ClientError::TooManyHeaders,
+            http::Over::Size => ClientError::ResponseTooLarge,
+        }
+    }
+}
+
 /// A response other than 101: what the server said instead of upgrading.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -337,14 +346,7 @@ impl Response {
         self.subprotocol.as_deref()
     }
 
-    /// Whether permessage-deflate was agreed (never without feature `deflate`).
-    pub fn is_deflate(&self) -> bool {
-        #[cfg(feature = "deflate")]
-        let agreed = self.deflate.is_some();
-        #[cfg(not(feature = "deflate"))]
-        let agreed = false;
-        agreed
-    }
+    deflate_agreed!();
 }
 
 /// The response as an `http` type (features `hyper` or `axum`), headers that are not

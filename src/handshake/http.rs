@@ -156,6 +156,43 @@ pub(crate) fn put_status_line(out: &mut Vec<u8>, status: u16) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Which limit of a head a header field would pass.
+pub(crate) enum Over {
+    /// The number of fields.
+    Fields,
+    /// The bytes of the head.
+    Size,
+}
+
+/// What is left of a head's limits for its header fields (a handshake given as a field
+/// list, as over HTTP/2): fields, and bytes counted over names and values. Each field is
+/// checked before it is taken.
+pub(crate) struct FieldRoom {
+    fields: usize,
+    bytes: usize,
+}
+
+impl FieldRoom {
+    /// Room for `max_fields` fields and `max_size` bytes less the `before` bytes that came
+    /// before the fields.
+    pub(crate) fn new(max_fields: usize, max_size: usize, before: usize) -> Result<Self, Over> {
+        let bytes = max_size.checked_sub(before).ok_or(Over::Size)?;
+        Ok(FieldRoom {
+            fields: max_fields,
+            bytes,
+        })
+    }
+
+    /// Takes the room of one field: the count first, then the size.
+    pub(crate) fn take(&mut self, name: &str, value: &[u8]) -> Result<(), Over> {
+        self.fields = self.fields.checked_sub(1).ok_or(Over::Fields)?;
+        self.bytes = (self.bytes.checked_sub(name.len()))
+            .and_then(|b| b.checked_sub(value.len()))
+            .ok_or(Over::Size)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,21 @@
 //! once when searching for its end, and hand back any bytes that followed the head (the
 //! first frames) for the codec.
 
+/// `is_deflate` for an agreement whose field `deflate` (feature `deflate`) holds what was
+/// agreed: [`Negotiated`] and the client's [`Response`].
+macro_rules! deflate_agreed {
+    () => {
+        /// Whether permessage-deflate was agreed (never without feature `deflate`).
+        pub fn is_deflate(&self) -> bool {
+            #[cfg(feature = "deflate")]
+            let agreed = self.deflate.is_some();
+            #[cfg(not(feature = "deflate"))]
+            let agreed = false;
+            agreed
+        }
+    };
+}
+
 mod client;
 mod http;
 mod server;
@@ -88,14 +103,7 @@ impl Negotiated {
         self.deflate.as_ref().map(|(params, _)| params)
     }
 
-    /// Whether permessage-deflate was agreed (never without feature `deflate`).
-    pub fn is_deflate(&self) -> bool {
-        #[cfg(feature = "deflate")]
-        let agreed = self.deflate.is_some();
-        #[cfg(not(feature = "deflate"))]
-        let agreed = false;
-        agreed
-    }
+    deflate_agreed!();
 
     /// The core connection for `role` with these agreements.
     #[cfg(feature = "tokio")]

@@ -221,6 +221,15 @@ impl fmt::Display for ServerError {
 
 impl std::error::Error for ServerError {}
 
+impl From<http::Over> for ServerError {
+    fn from(over: http::Over) -> Self {
+        match over {
+            http::Over::Fields => ServerError::TooManyHeaders,
+            http::Over::Size => ServerError::RequestTooLarge,
+        }
+    }
+}
+
 /// Writes a complete refusal: status line, the given headers, `Connection: close`
 /// (with `Upgrade` for a 426, RFC 9110 7.8), content headers and the body.
 fn write_refusal(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
@@ -561,25 +570,17 @@ type Field = (Range<usize>, Range<usize>);
 /// are checked before each field is copied.
 fn collect_fields<'h, I>(
     head: &mut Vec<u8>,
-    mut size: usize,
+    size: usize,
     headers: I,
     config: &ServerConfig,
 ) -> Result<Vec<Field>, ServerError>
 where
     I: IntoIterator<Item = (&'h str, &'h [u8])>,
 {
-    if size > config.max_request_size {
-        return Err(ServerError::RequestTooLarge);
-    }
+    let mut room = http::FieldRoom::new(config.max_headers, config.max_request_size, size)?;
     let mut ranges = Vec::new();
     for (name, value) in headers {
-        size += name.len() + value.len();
-        if ranges.len() == config.max_headers {
-            return Err(ServerError::TooManyHeaders);
-        }
-        if size > config.max_request_size {
-            return Err(ServerError::RequestTooLarge);
-        }
+        room.take(name, value)?;
         let start = head.len();
         head.extend_from_slice(name.as_bytes());
         let middle = head.len();

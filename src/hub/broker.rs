@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 use futures_core::future::BoxFuture;
+use tokio::sync::mpsc;
 
 use super::history::{HistoryConfig, HistoryPage};
 use super::{HubEvent, Shared, Topic};
@@ -193,6 +194,40 @@ impl Link {
     /// Sends a hub event (for brokers that learn things the hub should report).
     pub fn event(&self, event: HubEvent) {
         self.with(|h| h.emit(event));
+    }
+}
+
+/// What a networked broker sends from a task of its own: a bounded queue, whose receiver
+/// the first [`Broker::start`] takes with the hub's [`Link`].
+pub(super) struct Outbox<T> {
+    link: OnceLock<Link>,
+    tx: mpsc::Sender<T>,
+    rx: Mutex<Option<mpsc::Receiver<T>>>,
+}
+
+impl<T> Outbox<T> {
+    /// A queue of `capacity` items (at least 1).
+    pub(super) fn new(capacity: usize) -> Self {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        Outbox {
+            link: OnceLock::new(),
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+
+    /// Keeps `link` and gives the queue's receiver, to the first start only (`None` after).
+    pub(super) fn start(&self, link: &Link) -> Option<mpsc::Receiver<T>> {
+        self.link.set(link.clone()).ok()?;
+        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Queues `item` without waiting. An item the queue has no room for (or whose task has
+    /// ended) comes back with the link to report it to, once the broker is started.
+    pub(super) fn push(&self, item: T) -> Option<(T, &Link)> {
+        let (mpsc::error::TrySendError::Full(item) | mpsc::error::TrySendError::Closed(item)) =
+            self.tx.try_send(item).err()?;
+        Some((item, self.link.get()?))
     }
 }
 

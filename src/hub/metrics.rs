@@ -150,11 +150,6 @@ impl HubMetrics {
                 self.recovered,
             ),
         ];
-        for (name, help, v) in counters {
-            let _ = writeln!(out, "# HELP rapidws_hub_{name} {help}");
-            let _ = writeln!(out, "# TYPE rapidws_hub_{name} counter");
-            let _ = writeln!(out, "rapidws_hub_{name} {v}");
-        }
         let gauges: [(&str, &str, u64); 3] = [
             (
                 "broker_up",
@@ -172,10 +167,12 @@ impl HubMetrics {
                 self.queued_bytes,
             ),
         ];
-        for (name, help, v) in gauges {
-            let _ = writeln!(out, "# HELP rapidws_hub_{name} {help}");
-            let _ = writeln!(out, "# TYPE rapidws_hub_{name} gauge");
-            let _ = writeln!(out, "rapidws_hub_{name} {v}");
+        for (kind, family) in [("counter", &counters[..]), ("gauge", &gauges[..])] {
+            for (name, help, v) in family {
+                let _ = writeln!(out, "# HELP rapidws_hub_{name} {help}");
+                let _ = writeln!(out, "# TYPE rapidws_hub_{name} {kind}");
+                let _ = writeln!(out, "rapidws_hub_{name} {v}");
+            }
         }
         let _ = writeln!(out, "# HELP rapidws_hub_subscribers Subscribers per topic.");
         let _ = writeln!(out, "# TYPE rapidws_hub_subscribers gauge");

@@ -10,7 +10,7 @@
 //! history ring starts a new epoch for every topic.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,7 +18,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 use super::Topic;
-use super::broker::{Broker, Link};
+use super::broker::{Broker, Link, Outbox};
 
 /// Settings of a [`NatsBroker`].
 #[derive(Clone, Debug)]
@@ -64,10 +64,9 @@ impl NatsConfig {
 
 struct Inner {
     config: NatsConfig,
-    link: OnceLock<Link>,
     interest: Notify,
-    out: mpsc::Sender<(String, Bytes)>,
-    out_rx: Mutex<Option<mpsc::Receiver<(String, Bytes)>>>,
+    /// Subjects and envelopes to publish.
+    out: Outbox<(String, Bytes)>,
 }
 
 /// The NATS broker (feature `hub-nats`): NATS core subjects between nodes, through
@@ -96,14 +95,11 @@ impl std::fmt::Debug for NatsBroker {
 impl NatsBroker {
     /// A broker for the server at `config.url`; it connects when the hub starts it.
     pub fn new(config: NatsConfig) -> Self {
-        let (out, out_rx) = mpsc::channel(config.queue_capacity.max(1));
         NatsBroker {
             inner: Arc::new(Inner {
+                out: Outbox::new(config.queue_capacity),
                 config,
-                link: OnceLock::new(),
                 interest: Notify::new(),
-                out,
-                out_rx: Mutex::new(Some(out_rx)),
             }),
         }
     }
@@ -117,19 +113,9 @@ impl Inner {
 
 impl Broker for NatsBroker {
     fn start(&self, link: Link) {
-        if self.inner.link.set(link.clone()).is_err() {
-            return;
+        if let Some(rx) = self.inner.out.start(&link) {
+            tokio::spawn(run(self.inner.clone(), link, rx));
         }
-        let Some(rx) = self
-            .inner
-            .out_rx
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        else {
-            return;
-        };
-        tokio::spawn(run(self.inner.clone(), link, rx));
     }
 
     fn interest_changed(&self) {
@@ -137,13 +123,7 @@ impl Broker for NatsBroker {
     }
 
     fn publish(&self, topic: &Topic, envelope: Bytes) {
-        if self
-            .inner
-            .out
-            .try_send((self.inner.subject(topic), envelope))
-            .is_err()
-            && let Some(link) = self.inner.link.get()
-        {
+        if let Some((_, link)) = self.inner.out.push((self.inner.subject(topic), envelope)) {
             link.count_dropped(1);
         }
     }

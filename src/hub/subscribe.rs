@@ -51,18 +51,8 @@ impl Shared {
             let state = match map.get(topic) {
                 Some(s) => s.clone(),
                 None => {
-                    let name: Topic = Arc::from(topic);
-                    let ring = self.broker.history().is_none();
-                    let s = Arc::new(Self::topic_state(
-                        name.clone(),
-                        Instant::now(),
-                        &self.config,
-                        ring,
-                    ));
-                    map.insert(name.clone(), s.clone());
-                    self.note_interest(&name, true);
                     created = true;
-                    s
+                    self.add_topic(&mut map, topic, self.broker.history().is_none())
                 }
             };
             let mut subs = write(&state.subs);
@@ -90,6 +80,26 @@ impl Shared {
         Ok(result)
     }
 
+    /// Adds the state of a new topic to `map` (with a history ring when `ring`) and notes
+    /// the broker's interest in it; the caller tells the broker once the map is unlocked.
+    fn add_topic(
+        &self,
+        map: &mut HashMap<Topic, Arc<TopicState>>,
+        topic: &str,
+        ring: bool,
+    ) -> Arc<TopicState> {
+        let name: Topic = Arc::from(topic);
+        let s = Arc::new(Self::topic_state(
+            name.clone(),
+            Instant::now(),
+            &self.config,
+            ring,
+        ));
+        map.insert(name.clone(), s.clone());
+        self.note_interest(&name, true);
+        s
+    }
+
     /// The topic's state, made (with its ring, and the broker's interest) if missing.
     pub(super) fn topic_for_history(&self, topic: &str) -> Option<Arc<TopicState>> {
         let state = {
@@ -97,16 +107,7 @@ impl Shared {
             if let Some(s) = map.get(topic) {
                 return Some(s.clone());
             }
-            let name: Topic = Arc::from(topic);
-            let s = Arc::new(Self::topic_state(
-                name.clone(),
-                Instant::now(),
-                &self.config,
-                true,
-            ));
-            map.insert(name.clone(), s.clone());
-            self.note_interest(&name, true);
-            s
+            self.add_topic(&mut map, topic, true)
         };
         self.broker.interest_changed();
         self.maybe_sweep();

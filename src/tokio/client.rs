@@ -1,8 +1,8 @@
 //! Client side: URL, DNS, TCP connect, TLS for `wss://`, and the opening handshake.
 
-use std::io;
+use std::future::Future;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::codec::Role;
@@ -12,7 +12,7 @@ use crate::handshake::{ClientHandshake, Response};
 use crate::url::UrlError;
 use crate::url::WsUrl;
 
-use super::net::{connect_tcp, within};
+use super::net::{connect_tcp, open_after_handshake, within};
 use super::stream::MaybeTlsStream;
 use super::ws::WebSocket;
 
@@ -57,32 +57,18 @@ pub(crate) async fn connect_url(
         {
             let (tls, name) = super::tls::prepare(url, config, None)?;
             let tcp = open_stream(&url.host, url.port, true, config).await?;
-            return within(config.handshake_timeout, async {
+            let tls = async {
                 let stream = super::tls::tls_handshake(tls, name, tcp).await?;
-                handshake(
-                    MaybeTlsStream::Rustls(Box::new(stream)),
-                    &url.host_header(),
-                    &url.resource,
-                    config,
-                )
-                .await
-            })
-            .await;
+                Ok(MaybeTlsStream::Rustls(Box::new(stream)))
+            };
+            return handshake(tls, &url.host_header(), &url.resource, config).await;
         }
         #[cfg(not(feature = "tokio-rustls"))]
         return Err(Error::Url(UrlError::TlsUnavailable));
     }
     let tcp = open_stream(&url.host, url.port, false, config).await?;
-    within(
-        config.handshake_timeout,
-        handshake(
-            MaybeTlsStream::Plain(tcp),
-            &url.host_header(),
-            &url.resource,
-            config,
-        ),
-    )
-    .await
+    let plain = MaybeTlsStream::Plain(tcp);
+    client_handshake_with_response(plain, &url.host_header(), &url.resource, config).await
 }
 
 /// Opens the byte stream to `host:port` for a client: directly, or through the proxy the
@@ -146,59 +132,38 @@ pub async fn client_handshake_with_response<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    within(
-        config.handshake_timeout,
-        handshake(stream, host, path, config),
-    )
-    .await
+    handshake(async { Ok(stream) }, host, path, config).await
 }
 
-/// The client handshake itself, without a deadline (the callers set one).
-pub(crate) async fn handshake<S>(
-    mut stream: S,
+/// The client handshake on the stream `open` gives (after a TLS handshake, say), the two
+/// within the handshake timeout.
+async fn handshake<S, O>(
+    open: O,
     host: &str,
     path: &str,
     config: &ClientConfig,
 ) -> Result<(WebSocket<S>, Response), Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
+    O: Future<Output = Result<S, Error>>,
 {
-    let request = config.request(host, path);
-    let (mut hs, bytes) =
-        ClientHandshake::new(&request, config.handshake.clone()).map_err(Error::ClientHandshake)?;
-    stream.write_all(&bytes).await?;
-    stream.flush().await?;
-    let mut buf = vec![0u8; 2048];
-    let upgraded = loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Err(Error::Io(io::ErrorKind::UnexpectedEof.into()));
-        }
-        match hs.feed(&buf[..n]) {
-            Ok(None) => {}
-            Ok(Some(u)) => break u,
-            Err(e) => return Err(Error::ClientHandshake(e)),
-        }
-    };
-    drop(buf);
-    let negotiated = upgraded.negotiated(&config.handshake);
-    let (response, leftover) = upgraded.into_response();
-    #[cfg(feature = "tracing")]
-    tracing::debug!(
-        target: "rapidws::tokio",
-        role = "client",
-        subprotocol = response.subprotocol(),
-        deflate = response.is_deflate(),
-        "websocket open"
-    );
-    let ws = super::ws::open_with(
-        stream,
-        Role::Client,
-        std::sync::Arc::new(config.connection.clone()),
-        negotiated,
-        &leftover,
-    );
-    Ok((ws, response))
+    within(config.handshake_timeout, async {
+        let mut stream = open.await?;
+        let request = config.request(host, path);
+        let (mut hs, bytes) = ClientHandshake::new(&request, config.handshake.clone())
+            .map_err(Error::ClientHandshake)?;
+        stream.write_all(&bytes).await?;
+        stream.flush().await?;
+        let upgraded = super::net::read_head(&mut stream, |b| hs.feed(b))
+            .await?
+            .map_err(Error::ClientHandshake)?;
+        let negotiated = upgraded.negotiated(&config.handshake);
+        let (response, leftover) = upgraded.into_response();
+        let settings = std::sync::Arc::new(config.connection.clone());
+        let ws = open_after_handshake(stream, Role::Client, settings, negotiated, &leftover);
+        Ok((ws, response))
+    })
+    .await
 }
 
 /// Connects to a `wss://host[:port]/path` URL: TCP (directly, or through the
@@ -235,9 +200,6 @@ pub async fn connect_tls_with_response(
     }
     let (tls, name) = super::tls::prepare(&url, config, tls)?;
     let tcp = open_stream(&url.host, url.port, true, config).await?;
-    within(config.handshake_timeout, async {
-        let stream = super::tls::tls_handshake(tls, name, tcp).await?;
-        handshake(stream, &url.host_header(), &url.resource, config).await
-    })
-    .await
+    let tls = super::tls::tls_handshake(tls, name, tcp);
+    handshake(tls, &url.host_header(), &url.resource, config).await
 }

@@ -9,7 +9,12 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream, lookup_host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::codec::Role;
+use crate::connection::Config;
 use crate::error::{Error, Timeout};
+use crate::handshake::Negotiated;
+
+use super::ws::WebSocket;
 
 /// Resolves `host` and connects to the first address that answers, all within
 /// `timeout` (else [`Timeout::Connect`]); sets `TCP_NODELAY` when asked.
@@ -91,6 +96,56 @@ fn is_transient_accept_error(e: &io::Error) -> bool {
             | io::ErrorKind::Interrupted
             | io::ErrorKind::WouldBlock
     )
+}
+
+/// Reads `stream` into a handshake's `feed` until it has a whole head: what it made of
+/// it, or its error in the inner `Err` (for the caller to answer); the outer `Err` is
+/// the stream's, an end of stream before the head is whole included.
+pub(crate) async fn read_head<S, T, E>(
+    stream: &mut S,
+    mut feed: impl FnMut(&[u8]) -> Result<Option<T>, E>,
+) -> io::Result<Result<T, E>>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    // On the heap, so that a handshake's future stays small.
+    let mut buf = vec![0u8; 2048];
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if let Some(head) = feed(&buf[..n]).transpose() {
+            return Ok(head);
+        }
+    }
+}
+
+/// Opens the connection once this layer's opening handshake has agreed `negotiated`,
+/// logging it (feature `tracing`).
+pub(crate) fn open_after_handshake<S>(
+    stream: S,
+    role: Role,
+    settings: Arc<Config>,
+    negotiated: Negotiated,
+    leftover: &[u8],
+) -> WebSocket<S>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "rapidws::tokio",
+        role = match role {
+            Role::Client => "client",
+            Role::Server => "server",
+        },
+        subprotocol = negotiated.subprotocol(),
+        deflate = negotiated.is_deflate(),
+        "websocket open"
+    );
+    super::ws::open_with(stream, role, settings, negotiated, leftover)
 }
 
 /// Pause after an `accept` error that is not per-connection (out of file descriptors or

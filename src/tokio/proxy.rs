@@ -86,19 +86,27 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn connect_request_names_the_target_and_carries_basic_credentials() {
+    /// Runs `open_tunnel` to `host:port` through the proxy at `url`, whose whole answer
+    /// is `reply`, and returns what the client sent it.
+    async fn tunnel_request(url: &str, reply: &[u8], host: &str, port: u16) -> Vec<u8> {
         let (mut client, mut proxy) = tokio::io::duplex(4096);
-        proxy.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
-        let server = ProxyServer::parse("http://Aladdin:open%20sesame@proxy:3128").unwrap();
-        open_tunnel(&mut client, &server, "::1", 9001, 1024)
+        proxy.write_all(reply).await.unwrap();
+        let server = ProxyServer::parse(url).unwrap();
+        open_tunnel(&mut client, &server, host, port, 1024)
             .await
             .unwrap();
         drop(client);
-        let mut sent = String::new();
-        proxy.read_to_string(&mut sent).await.unwrap();
+        let mut sent = Vec::new();
+        proxy.read_to_end(&mut sent).await.unwrap();
+        sent
+    }
+
+    #[tokio::test]
+    async fn connect_request_names_the_target_and_carries_basic_credentials() {
+        let url = "http://Aladdin:open%20sesame@proxy:3128";
+        let sent = tunnel_request(url, b"HTTP/1.1 200 OK\r\n\r\n", "::1", 9001).await;
         assert_eq!(
-            sent,
+            String::from_utf8(sent).unwrap(),
             "CONNECT [::1]:9001 HTTP/1.1\r\nHost: [::1]:9001\r\n\
              Proxy-Authorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==\r\n\r\n"
         );
@@ -106,18 +114,8 @@ mod tests {
 
     #[tokio::test]
     async fn socks5_request_bytes_follow_rfc_1928_and_1929() {
-        let (mut client, mut proxy) = tokio::io::duplex(4096);
-        proxy
-            .write_all(&[5, 2, 1, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0])
-            .await
-            .unwrap();
-        let server = ProxyServer::parse("socks5://ab:c@proxy").unwrap();
-        open_tunnel(&mut client, &server, "host.example", 8080, 1024)
-            .await
-            .unwrap();
-        drop(client);
-        let mut sent = Vec::new();
-        proxy.read_to_end(&mut sent).await.unwrap();
+        let reply = [5, 2, 1, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        let sent = tunnel_request("socks5://ab:c@proxy", &reply, "host.example", 8080).await;
         let mut want = vec![5, 2, 0, 2, 1, 2, b'a', b'b', 1, b'c', 5, 1, 0, 3, 12];
         want.extend_from_slice(b"host.example");
         want.extend_from_slice(&8080u16.to_be_bytes());

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::io;
 use std::sync::Arc;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::codec::Role;
@@ -57,84 +57,54 @@ where
     F: FnOnce(&Request) -> Result<H, Reject>,
     H: ResponseHeaders,
 {
-    accept_shared(stream, config, check, None).await
+    accept_shared(async { Ok(stream) }, config, check, None).await
 }
 
-/// [`accept_with`], the connection's settings shared with others when given (an accept
-/// loop's connections all run with the same).
-async fn accept_shared<S, F, H>(
-    stream: S,
+/// [`accept_with`] on the stream `open` gives (after a TLS handshake, say), the two within
+/// the handshake timeout; the connection's settings are shared with others when given
+/// (an accept loop's connections all run with the same).
+async fn accept_shared<S, O, F, H>(
+    open: O,
     config: &ServerConfig,
     check: F,
     shared: Option<&Arc<Config>>,
 ) -> Result<WebSocket<S>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
+    O: Future<Output = Result<S, Error>>,
     F: FnOnce(&Request) -> Result<H, Reject>,
     H: ResponseHeaders,
 {
-    super::net::within(
-        config.handshake_timeout,
-        handshake(stream, config, check, shared),
-    )
-    .await
-}
-
-/// The server handshake itself, without a deadline (the callers set one).
-pub(crate) async fn handshake<S, F, H>(
-    mut stream: S,
-    config: &ServerConfig,
-    check: F,
-    shared: Option<&Arc<Config>>,
-) -> Result<WebSocket<S>, Error>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-    F: FnOnce(&Request) -> Result<H, Reject>,
-    H: ResponseHeaders,
-{
-    let mut hs = ServerHandshake::new(&config.handshake);
-    let mut buf = vec![0u8; 2048];
-    let request = loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Err(Error::Io(io::ErrorKind::UnexpectedEof.into()));
-        }
-        match hs.feed(&buf[..n]) {
-            Ok(None) => {}
-            Ok(Some(request)) => break request,
+    super::net::within(config.handshake_timeout, async {
+        let mut stream = open.await?;
+        let mut hs = ServerHandshake::new(&config.handshake);
+        let request = match super::net::read_head(&mut stream, |b| hs.feed(b)).await? {
+            Ok(request) => request,
             Err(e) => {
                 refuse(&mut stream, &e.response()).await;
                 return Err(Error::ServerHandshake(e));
             }
-        }
-    };
-    drop(buf);
-    let accepted = match request.decide(&config.handshake, check) {
-        Ok(a) => a,
-        Err(r) => {
-            refuse(&mut stream, &r.response).await;
-            return Err(r.reason.into());
-        }
-    };
-    stream.write_all(&accepted.response).await?;
-    stream.flush().await?;
-    let negotiated = accepted.negotiated(&config.handshake);
-    #[cfg(feature = "tracing")]
-    tracing::debug!(
-        target: "rapidws::tokio",
-        role = "server",
-        subprotocol = negotiated.subprotocol(),
-        deflate = negotiated.is_deflate(),
-        "websocket open"
-    );
-    let settings = shared.map_or_else(|| Arc::new(config.connection.clone()), Arc::clone);
-    Ok(super::ws::open_with(
-        stream,
-        Role::Server,
-        settings,
-        negotiated,
-        &accepted.leftover,
-    ))
+        };
+        let accepted = match request.decide(&config.handshake, check) {
+            Ok(a) => a,
+            Err(r) => {
+                refuse(&mut stream, &r.response).await;
+                return Err(r.reason.into());
+            }
+        };
+        stream.write_all(&accepted.response).await?;
+        stream.flush().await?;
+        let negotiated = accepted.negotiated(&config.handshake);
+        let settings = shared.map_or_else(|| Arc::new(config.connection.clone()), Arc::clone);
+        Ok(super::net::open_after_handshake(
+            stream,
+            Role::Server,
+            settings,
+            negotiated,
+            &accepted.leftover,
+        ))
+    })
+    .await
 }
 
 /// Opens a connection over `io` whose opening handshake ran elsewhere (your own HTTP
@@ -232,7 +202,7 @@ where
             // life. The handshake's box is freed once it is done.
             // (The `WebSocket` is moved into the handler's box in a statement of its own,
             // so no local holding it lives across an await.)
-            let accepted = accept_shared(stream, &config, |_| Ok(()), Some(&shared));
+            let accepted = accept_shared(async { Ok(stream) }, &config, |_| Ok(()), Some(&shared));
             let run = match Box::pin(accepted).await {
                 Ok(ws) => Box::pin(handler(ws)),
                 Err(_) => return,
@@ -273,9 +243,6 @@ where
     F: FnOnce(&Request) -> Result<H, Reject>,
     H: crate::handshake::ResponseHeaders,
 {
-    super::net::within(config.handshake_timeout, async {
-        let tls = acceptor.accept(stream).await?;
-        handshake(tls, config, check, None).await
-    })
-    .await
+    let tls = async { Ok(acceptor.accept(stream).await?) };
+    accept_shared(tls, config, check, None).await
 }

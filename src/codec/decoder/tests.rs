@@ -48,6 +48,14 @@ fn burst(n: usize, bad_at: usize, bad: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// Decodes `buf` and checks that it yields the `good` messages before the bad frame, then
+/// fails with `want`.
+fn fails_after(mut buf: Vec<u8>, good: usize, want: ProtocolError) {
+    let (items, err) = decode_all(&mut buf);
+    assert_eq!(items.len(), good);
+    assert_eq!(err, Some(want));
+}
+
 #[test]
 fn burst_of_small_frames_decodes_every_message_in_order() {
     // A ping among them.
@@ -61,26 +69,29 @@ fn burst_of_small_frames_decodes_every_message_in_order() {
 
 #[test]
 fn reserved_bit_inside_a_burst_fails_after_the_frames_before_it() {
-    let mut buf = burst(12, 6, &frame(0xA1, b"rsv2"));
-    let (items, err) = decode_all(&mut buf);
-    assert_eq!(items.len(), 6);
-    assert_eq!(err, Some(ProtocolError::ReservedBits));
+    fails_after(
+        burst(12, 6, &frame(0xA1, b"rsv2")),
+        6,
+        ProtocolError::ReservedBits,
+    );
 }
 
 #[test]
 fn invalid_utf8_inside_a_burst_fails_at_that_frame() {
-    let mut buf = burst(12, 3, &frame(0x81, b"ok \xff"));
-    let (items, err) = decode_all(&mut buf);
-    assert_eq!(items.len(), 3);
-    assert_eq!(err, Some(ProtocolError::InvalidUtf8));
+    fails_after(
+        burst(12, 3, &frame(0x81, b"ok \xff")),
+        3,
+        ProtocolError::InvalidUtf8,
+    );
 }
 
 #[test]
 fn unmasked_frame_inside_a_burst_fails_on_the_server() {
-    let mut buf = burst(12, 9, &[0x82, 0x01, 0x00]);
-    let (items, err) = decode_all(&mut buf);
-    assert_eq!(items.len(), 9);
-    assert_eq!(err, Some(ProtocolError::UnmaskedFrame));
+    fails_after(
+        burst(12, 9, &[0x82, 0x01, 0x00]),
+        9,
+        ProtocolError::UnmaskedFrame,
+    );
 }
 
 #[test]
@@ -88,9 +99,7 @@ fn length_overflow_after_a_burst_is_reported() {
     // RFC 6455 5.2: the most significant bit of a 64-bit length MUST be 0.
     let mut buf = burst(4, 4, &[]);
     buf.extend_from_slice(&[0x82, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4]);
-    let (items, err) = decode_all(&mut buf);
-    assert_eq!(items.len(), 4);
-    assert_eq!(err, Some(ProtocolError::LengthOverflow));
+    fails_after(buf, 4, ProtocolError::LengthOverflow);
 }
 
 #[test]

@@ -78,16 +78,15 @@ impl Http2ClientHandshake {
     where
         I: IntoIterator<Item = (&'h str, &'h [u8])>,
     {
-        let mut size = 0usize;
+        let over = |o| match o {
+            http::Over::Fields => ClientError::TooManyHeaders,
+            http::Over::Size => ClientError::ResponseTooLarge,
+        };
+        let mut room =
+            http::FieldRoom::new(self.max_headers, self.max_response_size, 0).map_err(over)?;
         let mut fields: Vec<(String, Vec<u8>)> = Vec::new();
         for (name, value) in headers {
-            size += name.len() + value.len();
-            if fields.len() == self.max_headers {
-                return Err(ClientError::TooManyHeaders);
-            }
-            if size > self.max_response_size {
-                return Err(ClientError::ResponseTooLarge);
-            }
+            room.take(name, value).map_err(over)?;
             fields.push((name.to_owned(), value.to_vec()));
         }
         // RFC 8441 5 (the server "replies with a 200"); RFC 9110 9.3.6: "Any 2xx

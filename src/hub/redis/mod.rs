@@ -27,8 +27,8 @@
 //! topic's slot.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -41,7 +41,7 @@ use redis::{AsyncConnectionConfig, Client, ErrorKind, PushKind, RedisResult, Val
 use tokio::sync::{Notify, mpsc};
 
 use super::Topic;
-use super::broker::{Broker, BrokerError, BrokerHistory, Link};
+use super::broker::{Broker, BrokerError, BrokerHistory, Link, Outbox};
 use super::history::{HistoryConfig, HistoryPage, Position};
 
 /// Records a publication and publishes it: KEYS stream, meta; ARGV head, payload,
@@ -242,10 +242,8 @@ impl ConnectionLike for Conn {
 struct Inner {
     config: RedisConfig,
     backend: Backend,
-    link: OnceLock<Link>,
     interest: Notify,
-    out: mpsc::Sender<Out>,
-    out_rx: Mutex<Option<mpsc::Receiver<Out>>>,
+    out: Outbox<Out>,
     /// The command connection (cheap to clone), `None` while disconnected.
     cmd: tokio::sync::Mutex<Option<Conn>>,
     /// Counts the times the server was found working again after a loss; the publisher
@@ -316,15 +314,12 @@ impl RedisBroker {
         } else {
             Backend::Single(Client::open(config.url.as_str()).map_err(server_error)?)
         };
-        let (out, out_rx) = mpsc::channel(config.queue_capacity.max(1));
         Ok(RedisBroker {
             inner: Arc::new(Inner {
+                out: Outbox::new(config.queue_capacity),
                 config,
                 backend,
-                link: OnceLock::new(),
                 interest: Notify::new(),
-                out,
-                out_rx: Mutex::new(Some(out_rx)),
                 cmd: tokio::sync::Mutex::new(None),
                 recovered: std::sync::atomic::AtomicU64::new(0),
                 record: redis::Script::new(RECORD),
@@ -448,16 +443,7 @@ impl Inner {
 
 impl Broker for RedisBroker {
     fn start(&self, link: Link) {
-        if self.inner.link.set(link.clone()).is_err() {
-            return;
-        }
-        let Some(rx) = self
-            .inner
-            .out_rx
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        else {
+        let Some(rx) = self.inner.out.start(&link) else {
             return;
         };
         tokio::spawn(publisher(self.inner.clone(), link.clone(), rx));
@@ -477,9 +463,7 @@ impl Broker for RedisBroker {
             channel: self.inner.channel(topic),
             envelope,
         };
-        if self.inner.out.try_send(out).is_err()
-            && let Some(link) = self.inner.link.get()
-        {
+        if let Some((_, link)) = self.inner.out.push(out) {
             link.count_dropped(1);
         }
     }
@@ -496,18 +480,16 @@ impl BrokerHistory for RedisBroker {
             head,
             payload,
         };
-        if let Err(e) = self.inner.out.try_send(out)
-            && let Some(link) = self.inner.link.get()
-        {
-            let (mpsc::error::TrySendError::Full(out) | mpsc::error::TrySendError::Closed(out)) = e;
-            if let Out::Recorded {
+        if let Some((
+            Out::Recorded {
                 topic,
                 head,
                 payload,
-            } = out
-            {
-                link.unrecorded(&topic, &head, payload);
-            }
+            },
+            link,
+        )) = self.inner.out.push(out)
+        {
+            link.unrecorded(&topic, &head, payload);
         }
     }
 

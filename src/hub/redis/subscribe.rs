@@ -6,7 +6,6 @@ use super::*;
 /// The pub/sub connection: subscribes to what the hub wants, delivers what arrives,
 /// reconnects with backoff and subscribes again.
 pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
-    use futures_core::Stream;
     let Backend::Single(client) = &inner.backend else {
         return;
     };
@@ -17,51 +16,17 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
             return;
         }
         let pubsub = tokio::time::timeout(inner.config.timeout, client.get_async_pubsub()).await;
-        let pubsub = match pubsub {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    &format!("redis pub/sub connect failed: {e}"),
-                )
-                .await;
-                continue;
-            }
-            Err(_) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    "redis pub/sub connect timed out",
-                )
-                .await;
-                continue;
-            }
+        let Some(pubsub) = connected(&inner, &link, &mut backoff, "redis pub/sub", pubsub).await
+        else {
+            continue;
         };
         let (mut sink, mut stream) = pubsub.split();
         // Everything the hub wants now; pending changes are folded in.
         let _ = link.take_interest(usize::MAX);
         let mut held: HashSet<Topic> = HashSet::new();
-        let all = link.topics();
-        let mut ok = true;
-        for chunk in all.chunks(inner.config.batch.max(1)) {
-            if !sink.add(channels(&inner, chunk)).await {
-                ok = false;
-                break;
-            }
-            held.extend(chunk.iter().cloned());
-            link.subscribed(chunk);
-        }
-        if !ok {
-            backoff_after(
-                &inner,
-                &link,
-                &mut backoff,
-                "redis pub/sub subscribe failed",
-            )
-            .await;
+        let failed = "redis pub/sub subscribe failed";
+        if !subscribe_all(&inner, &link, &link.topics(), &mut sink, &mut held).await {
+            backoff_after(&inner, &link, &mut backoff, failed).await;
             continue;
         }
         backoff = inner.config.backoff_min;
@@ -70,35 +35,12 @@ pub(super) async fn subscriber(inner: Arc<Inner>, link: Link) {
         // connection has its scripts loaded, so a publication made once the hub reports
         // the broker up is recorded.
         command_ready(&inner, &link).await;
-        if connected_before {
-            // Subscribed again to every live topic: catch up before reading on.
-            link.up_after_gap().await;
-        } else {
-            link.up();
-            connected_before = true;
-        }
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let reason = loop {
-            tokio::select! {
-                msg = std::future::poll_fn(|cx| std::pin::Pin::new(&mut stream).poll_next(cx)) => {
-                    let Some(msg) = msg else { break "redis pub/sub connection lost" };
-                    if let Some(topic) = inner.topic_of(msg.get_channel_name()) {
-                        link.deliver(topic, Bytes::copy_from_slice(msg.get_payload_bytes()));
-                    }
-                }
-                _ = inner.interest.notified() => {
-                    if !apply_interest(&inner, &link, &mut sink, &mut held).await {
-                        break "redis pub/sub subscribe failed";
-                    }
-                }
-                _ = tick.tick() => {
-                    if link.is_closed() {
-                        return;
-                    }
-                }
-            }
+        up(&link, &mut connected_before).await;
+        let Some(lost) = read_on(&inner, &link, &mut sink, &mut stream, &mut held, failed).await
+        else {
+            return;
         };
-        link.down(reason);
+        link.down(lost.reason());
     }
 }
 
@@ -279,7 +221,6 @@ pub(super) async fn apply_interest(
 /// holds at most [`RedisConfig::queue_capacity`] messages; past it they are dropped and
 /// counted, and the broker catches up from the streams as after a loss.
 pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
-    let batch = inner.config.batch.max(1);
     let mut backoff = inner.config.backoff_min;
     let mut connected_before = false;
     'connect: loop {
@@ -289,9 +230,13 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
         // What the connection receives waits here, bounded: past the queue capacity it is
         // dropped and counted, and the broker treats that as a gap (resubscribes and
         // catches up).
-        let (tx, mut rx) = mpsc::channel::<redis::PushInfo>(inner.config.queue_capacity.max(1));
+        let (tx, rx) = mpsc::channel::<redis::PushInfo>(inner.config.queue_capacity.max(1));
         let overflow = Arc::new(AtomicBool::new(false));
         let (flag, counter) = (overflow.clone(), link.clone());
+        let mut pushes = Pushes {
+            rx,
+            overflow: overflow.clone(),
+        };
         let client = cluster_builder(&inner.config)
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(move |push: redis::PushInfo| {
@@ -306,30 +251,13 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
             Ok(c) => tokio::time::timeout(inner.config.timeout, c.get_async_connection()).await,
             Err(e) => Ok(Err(e)),
         };
-        let mut shards = match conn {
-            Ok(Ok(conn)) => Shards { conn },
-            Ok(Err(e)) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    &format!("redis cluster pub/sub connect failed: {e}"),
-                )
-                .await;
-                continue;
-            }
-            Err(_) => {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    "redis cluster pub/sub connect timed out",
-                )
-                .await;
-                continue;
-            }
+        let conn = connected(&inner, &link, &mut backoff, "redis cluster pub/sub", conn).await;
+        let Some(conn) = conn else {
+            continue;
         };
+        let mut shards = Shards { conn };
         let mut held: HashSet<Topic> = HashSet::new();
+        let failed = "redis cluster ssubscribe failed";
         loop {
             // Everything the hub wants now (pending changes folded in), subscribed again
             // on this connection (SSUBSCRIBE of a held channel changes nothing).
@@ -339,26 +267,12 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
                 let want: HashSet<&Topic> = all.iter().collect();
                 held.iter().filter(|t| !want.contains(t)).cloned().collect()
             };
-            let mut ok = stale.is_empty() || shards.remove(channels(&inner, &stale)).await;
-            if ok {
+            let ok = (stale.is_empty() || shards.remove(channels(&inner, &stale)).await) && {
                 held.clear();
-                for chunk in all.chunks(batch) {
-                    if !shards.add(channels(&inner, chunk)).await {
-                        ok = false;
-                        break;
-                    }
-                    held.extend(chunk.iter().cloned());
-                    link.subscribed(chunk);
-                }
-            }
+                subscribe_all(&inner, &link, &all, &mut shards, &mut held).await
+            };
             if !ok {
-                backoff_after(
-                    &inner,
-                    &link,
-                    &mut backoff,
-                    "redis cluster ssubscribe failed",
-                )
-                .await;
+                backoff_after(&inner, &link, &mut backoff, failed).await;
                 continue;
             }
             backoff = inner.config.backoff_min;
@@ -366,59 +280,18 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, link: Link) {
             // What was dropped while the broker was away is in the streams, after each
             // topic's last position: the catch-up brings it.
             overflow.store(false, Ordering::Relaxed);
-            if connected_before {
-                link.up_after_gap().await;
-            } else {
-                link.up();
-                connected_before = true;
-            }
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            let reason = loop {
-                tokio::select! {
-                    push = rx.recv() => {
-                        let Some(push) = push else {
-                            link.down("redis cluster pub/sub connection closed");
-                            continue 'connect;
-                        };
-                        match push.kind {
-                            PushKind::SMessage => {
-                                if let Some(msg) = redis::Msg::from_push_info(push)
-                                    && let Some(topic) = inner.topic_of(msg.get_channel_name())
-                                {
-                                    link.deliver(
-                                        topic,
-                                        Bytes::copy_from_slice(msg.get_payload_bytes()),
-                                    );
-                                }
-                            }
-                            // A master's connection was lost: its channels may have
-                            // missed publications.
-                            PushKind::Disconnection => break "redis cluster node connection lost",
-                            // The server dropped a channel we hold (its slot moved).
-                            PushKind::SUnsubscribe
-                                if unsolicited(&inner, &held, &push.data) =>
-                            {
-                                break "redis cluster moved a shard channel";
-                            }
-                            _ => {}
-                        }
-                        if overflow.swap(false, Ordering::Relaxed) {
-                            break "redis cluster pub/sub fell behind";
-                        }
-                    }
-                    _ = inner.interest.notified() => {
-                        if !apply_interest(&inner, &link, &mut shards, &mut held).await {
-                            break "redis cluster ssubscribe failed";
-                        }
-                    }
-                    _ = tick.tick() => {
-                        if link.is_closed() {
-                            return;
-                        }
-                    }
+            up(&link, &mut connected_before).await;
+            let lost = read_on(&inner, &link, &mut shards, &mut pushes, &mut held, failed).await;
+            match lost {
+                None => return,
+                Some(Lost::Connection(reason)) => {
+                    link.down(reason);
+                    continue 'connect;
                 }
-            };
-            link.down(reason);
+                // The connection repairs a lost master's connection itself: subscribe
+                // again on it.
+                Some(Lost::Channels(reason)) => link.down(reason),
+            }
         }
     }
 }
@@ -441,4 +314,159 @@ async fn backoff_after(inner: &Inner, link: &Link, backoff: &mut Duration, reaso
     link.down(reason);
     tokio::time::sleep(*backoff).await;
     *backoff = (*backoff * 2).min(inner.config.backoff_max);
+}
+
+/// The connection of a connect attempt bounded by the configured timeout, or `None` after
+/// [`backoff_after`] with why it failed (`what` names the connection).
+async fn connected<T, E: std::fmt::Display>(
+    inner: &Inner,
+    link: &Link,
+    backoff: &mut Duration,
+    what: &str,
+    attempt: Result<Result<T, E>, tokio::time::error::Elapsed>,
+) -> Option<T> {
+    let reason = match attempt {
+        Ok(Ok(conn)) => return Some(conn),
+        Ok(Err(e)) => format!("{what} connect failed: {e}"),
+        Err(_) => format!("{what} connect timed out"),
+    };
+    backoff_after(inner, link, backoff, &reason).await;
+    None
+}
+
+/// Subscribes a fresh connection to `all` (every topic the hub wants), in batches, each
+/// batch confirmed to the hub and added to `held`; false when the connection failed.
+async fn subscribe_all(
+    inner: &Inner,
+    link: &Link,
+    all: &[Topic],
+    sink: &mut impl Channels,
+    held: &mut HashSet<Topic>,
+) -> bool {
+    for chunk in all.chunks(inner.config.batch.max(1)) {
+        if !sink.add(channels(inner, chunk)).await {
+            return false;
+        }
+        held.extend(chunk.iter().cloned());
+        link.subscribed(chunk);
+    }
+    true
+}
+
+/// Reports the broker up once subscribed: the first time as it is, after a reconnect
+/// once the hub has caught up on the gap (every live topic is subscribed again).
+async fn up(link: &Link, connected_before: &mut bool) {
+    if *connected_before {
+        link.up_after_gap().await;
+    } else {
+        link.up();
+        *connected_before = true;
+    }
+}
+
+/// What a subscriber lost while reading on.
+enum Lost {
+    /// The connection, for good: a new one is needed.
+    Connection(&'static str),
+    /// Some of its subscriptions, or publications on them: it subscribes again.
+    Channels(&'static str),
+}
+
+impl Lost {
+    fn reason(&self) -> &'static str {
+        match self {
+            Lost::Connection(r) | Lost::Channels(r) => r,
+        }
+    }
+}
+
+/// What a subscribed connection receives.
+trait Incoming {
+    /// Waits for the next thing received and delivers it to the hub; says what was lost
+    /// instead, if anything (`held`: the topics subscribed to).
+    async fn next(&mut self, inner: &Inner, link: &Link, held: &HashSet<Topic>) -> Option<Lost>;
+}
+
+impl Incoming for redis::aio::PubSubStream {
+    async fn next(&mut self, inner: &Inner, link: &Link, _: &HashSet<Topic>) -> Option<Lost> {
+        use futures_core::Stream;
+        let msg = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *self).poll_next(cx)).await;
+        let Some(msg) = msg else {
+            return Some(Lost::Connection("redis pub/sub connection lost"));
+        };
+        if let Some(topic) = inner.topic_of(msg.get_channel_name()) {
+            link.deliver(topic, Bytes::copy_from_slice(msg.get_payload_bytes()));
+        }
+        None
+    }
+}
+
+/// The pushes of a cluster pub/sub connection, as its push sender queued them, and
+/// whether that queue overflowed.
+struct Pushes {
+    rx: mpsc::Receiver<redis::PushInfo>,
+    overflow: Arc<AtomicBool>,
+}
+
+impl Incoming for Pushes {
+    async fn next(&mut self, inner: &Inner, link: &Link, held: &HashSet<Topic>) -> Option<Lost> {
+        let Some(push) = self.rx.recv().await else {
+            return Some(Lost::Connection("redis cluster pub/sub connection closed"));
+        };
+        match push.kind {
+            PushKind::SMessage => {
+                if let Some(msg) = redis::Msg::from_push_info(push)
+                    && let Some(topic) = inner.topic_of(msg.get_channel_name())
+                {
+                    link.deliver(topic, Bytes::copy_from_slice(msg.get_payload_bytes()));
+                }
+            }
+            // A master's connection was lost: its channels may have missed publications.
+            PushKind::Disconnection => {
+                return Some(Lost::Channels("redis cluster node connection lost"));
+            }
+            // The server dropped a channel we hold (its slot moved).
+            PushKind::SUnsubscribe if unsolicited(inner, held, &push.data) => {
+                return Some(Lost::Channels("redis cluster moved a shard channel"));
+            }
+            _ => {}
+        }
+        if self.overflow.swap(false, Ordering::Relaxed) {
+            return Some(Lost::Channels("redis cluster pub/sub fell behind"));
+        }
+        None
+    }
+}
+
+/// Reads on a subscribed connection until something is lost (`None`: the hub is gone).
+/// Meanwhile the hub's interest changes are applied as they come (a failure loses the
+/// channels, `failed` says so), and whether the hub is gone is checked once a second.
+async fn read_on(
+    inner: &Inner,
+    link: &Link,
+    sink: &mut impl Channels,
+    incoming: &mut impl Incoming,
+    held: &mut HashSet<Topic>,
+    failed: &'static str,
+) -> Option<Lost> {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            lost = incoming.next(inner, link, held) => {
+                if lost.is_some() {
+                    return lost;
+                }
+            }
+            _ = inner.interest.notified() => {
+                if !apply_interest(inner, link, sink, held).await {
+                    return Some(Lost::Channels(failed));
+                }
+            }
+            _ = tick.tick() => {
+                if link.is_closed() {
+                    return None;
+                }
+            }
+        }
+    }
 }
