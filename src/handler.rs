@@ -203,6 +203,13 @@ async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     ws: &mut WebSocket<S>,
     socket: &mut Socket,
 ) -> Result<bool, ws::Error> {
+    if socket.outbox.len() == 1 {
+        // A lone reply: when nothing more is buffered to receive, no other reply can join
+        // it, so it is written now, straight from the message.
+        if let Some((msg, compression)) = socket.outbox.pop() {
+            ws.feed_alone(msg, compression).await?;
+        }
+    }
     for (msg, compression) in socket.outbox.drain(..) {
         ws.feed_with(msg, compression).await?;
     }

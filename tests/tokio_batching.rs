@@ -255,3 +255,54 @@ async fn a_partly_written_frame_finishes_before_a_pong() {
     let server = bounded(server).await.unwrap();
     assert_eq!(server.queued_bytes(), 0);
 }
+
+/// The handler API's echo.
+struct Echo;
+
+impl rapidws::handler::Handler for Echo {
+    fn on_message(&mut self, socket: &mut rapidws::handler::Socket, msg: Message) {
+        socket.send(msg);
+    }
+}
+
+/// The handler API writes the replies to a burst that arrived in one read in one write,
+/// and a lone reply at once (straight from the message, when nothing more is buffered),
+/// one write per message.
+#[tokio::test]
+async fn handler_replies_to_a_burst_share_one_write_and_a_lone_reply_leaves_at_once() {
+    let (mut client, server, writes) = counted_pair();
+    let task = tokio::spawn(async move { rapidws::handler::run(server, &mut Echo).await });
+
+    for i in 0..20 {
+        client.feed(Message::text(format!("b{i}"))).await.unwrap();
+    }
+    bounded(client.flush()).await.unwrap();
+    for i in 0..20 {
+        assert_eq!(
+            bounded(client.recv()).await.unwrap().unwrap(),
+            Message::text(format!("b{i}"))
+        );
+    }
+    let burst = writes.load(Ordering::Relaxed);
+    assert_eq!(burst, 1, "20 replies in one write");
+
+    for i in 0..5 {
+        bounded(client.send(Message::binary(vec![i as u8; 700])))
+            .await
+            .unwrap();
+        assert_eq!(
+            bounded(client.recv()).await.unwrap().unwrap(),
+            Message::binary(vec![i as u8; 700])
+        );
+    }
+    assert_eq!(
+        writes.load(Ordering::Relaxed),
+        burst + 5,
+        "one write per lone reply"
+    );
+    bounded(client.close(rapidws::CloseCode::NORMAL, ""))
+        .await
+        .unwrap();
+    while bounded(client.recv()).await.unwrap().is_some() {}
+    bounded(task).await.unwrap().unwrap();
+}

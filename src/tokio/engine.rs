@@ -296,44 +296,76 @@ impl Engine {
         msg: &mut Option<Message>,
         compression: Compression,
     ) -> Poll<Result<(), Error>> {
-        if let Some(len) = msg.as_ref().map(Message::len) {
-            if !self.has_room(len) {
-                ready!(self.poll_room(cx, io, len))?;
-            }
-            let Some(msg) = msg.take() else {
-                return Poll::Ready(Ok(()));
-            };
-            let lone = match &msg {
-                Message::Text(_) | Message::Binary(_) if io.wr().is_write_vectored() => {
-                    let kind = match msg {
-                        Message::Text(_) => MessageKind::Text,
-                        _ => MessageKind::Binary,
-                    };
-                    self.conn.lone_header(kind, len)
-                }
-                _ => None,
-            };
-            match lone {
-                Some(header) => {
-                    let payload = match msg {
-                        Message::Text(t) => t.into_bytes(),
-                        Message::Binary(b) => b,
-                        _ => Bytes::new(),
-                    };
-                    if self.poll_write_lone(cx, io, &header, payload)? {
-                        // It went out whole: nothing else is queued.
-                        return io.wr().poll_flush(cx).map_err(Error::Io);
-                    }
-                }
-                None => self.queue(msg, compression)?,
-            }
+        if ready!(self.poll_put(cx, io, msg, compression, true))? {
+            // It went out whole: nothing else is queued.
+            return io.wr().poll_flush(cx).map_err(Error::Io);
         }
         self.poll_flush(cx, io)
     }
 
+    /// [`feed`](super::WebSocket::feed) for a reply that nothing else can join (the
+    /// handler API's only reply to a read that left nothing more to receive): written at
+    /// once as a lone frame when the connection allows it, else queued; it does not wait
+    /// for the socket. The receive that follows would have written it before waiting
+    /// anyway; this saves the queue.
+    pub(crate) fn poll_feed_alone(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+        msg: &mut Option<Message>,
+        compression: Compression,
+    ) -> Poll<Result<(), Error>> {
+        let alone = self.conn.buffered_input() == 0;
+        ready!(self.poll_put(cx, io, msg, compression, alone))?;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Puts `msg` on its way once there is room for it: written as a lone frame when
+    /// `lone` and the connection allows it, else queued. `Ready(Ok(true))` when it went
+    /// out whole; `Ready(Ok(false))` when it (or its rest) is queued, or was already taken.
+    #[inline(always)]
+    fn poll_put(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+        msg: &mut Option<Message>,
+        compression: Compression,
+        lone: bool,
+    ) -> Poll<Result<bool, Error>> {
+        let Some(len) = msg.as_ref().map(Message::len) else {
+            return Poll::Ready(Ok(false));
+        };
+        if !self.has_room(len) {
+            ready!(self.poll_room(cx, io, len))?;
+        }
+        let Some(msg) = msg.take() else {
+            return Poll::Ready(Ok(false));
+        };
+        let header = match &msg {
+            Message::Text(_) | Message::Binary(_) if lone && io.wr().is_write_vectored() => {
+                let kind = match msg {
+                    Message::Text(_) => MessageKind::Text,
+                    _ => MessageKind::Binary,
+                };
+                self.conn.lone_header(kind, len)
+            }
+            _ => None,
+        };
+        let Some(header) = header else {
+            self.queue(msg, compression)?;
+            return Poll::Ready(Ok(false));
+        };
+        let payload = match msg {
+            Message::Text(t) => t.into_bytes(),
+            Message::Binary(b) => b,
+            _ => Bytes::new(),
+        };
+        Poll::Ready(self.poll_write_lone(cx, io, &header, payload))
+    }
+
     /// Writes a lone frame (see [`poll_send`](Self::poll_send)): `Ok(true)` when it went
     /// out whole, `Ok(false)` when what the socket did not take was queued.
-    #[inline]
+    #[inline(always)]
     fn poll_write_lone(
         &mut self,
         cx: &mut Context<'_>,

@@ -371,6 +371,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         })
     }
 
+    /// For the handler API: [`feed_with`](Self::feed_with) for a reply nothing else can
+    /// join, written at once when nothing more is buffered to receive (see
+    /// `Engine::poll_feed_alone`).
+    pub(crate) fn feed_alone(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
+        let mut msg = Some(msg);
+        poll_fn(move |cx| {
+            self.engine
+                .poll_feed_alone(cx, &mut self.io, &mut msg, compression)
+        })
+    }
+
     /// Sends a text message.
     pub async fn send_text(&mut self, text: impl Into<Utf8Bytes>) -> Result<(), Error> {
         self.send(Message::Text(text.into())).await
