@@ -102,8 +102,8 @@ pub struct Config {
     pub max_read_ahead: usize,
     /// Bytes asked of the socket per read at first. The receive buffer is allocated on
     /// the first read, grows (doubling, up to 256 KiB per read) while a large message
-    /// streams in, keeps room for twice what the last read brought (up to 32 KiB) so
-    /// that messages of one size arrive in one read each, and is released when the
+    /// streams in, keeps room for twice what the last read or frame brought (up to
+    /// 64 KiB) so that messages of one size arrive in one read each, and is released when the
     /// connection goes idle, so an idle connection holds none. Default 4 KiB (at least
     /// 256).
     pub read_buffer_size: usize,

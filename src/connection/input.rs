@@ -20,8 +20,17 @@ impl Connection {
         }
         if self.rx.capacity() == 0 {
             // A buffer for this read and the next ones (it is kept while the connection is
-            // busy), not just for these bytes.
-            self.rx.reserve(data.len().max(self.read_size as usize));
+            // busy), not just for these bytes; but on the first read since the buffer was
+            // given back, exactly these bytes: a connection that gets a message now and
+            // then (most of many idle ones) holds no more than that, and its next read
+            // makes the buffer of a busy one.
+            let size = if self.rx_cold {
+                data.len()
+            } else {
+                data.len().max(room_for_reads(self.read_size as usize))
+            };
+            self.rx_cold = false;
+            self.rx.reserve(size);
         }
         self.rx.extend_from_slice(data);
         self.note_bytes(now, data.len());
@@ -46,7 +55,7 @@ impl Connection {
         self.release();
         let spare = self.rx.capacity() - self.rx.len();
         // Most reads find room and no frame held.
-        if self.held != 0 || spare < read_size {
+        if self.held != 0 || spare < read_size / 2 {
             self.make_room(read_size, spare);
         }
         self.rx_mark = self.rx.len();
@@ -78,28 +87,16 @@ impl Connection {
             if rest > spare {
                 self.rx.reserve(rest.saturating_add(read_size));
             }
-        } else if self.rx.is_empty() {
-            // Between messages: room for a whole read size, so that a message of the size
-            // the last reads brought arrives whole. A frame read in part at the end of the
-            // room would be moved to the front before its rest fitted (a 16 KiB echo moved
-            // 16 KiB every other message that way). Moving nothing costs little; room for
-            // two small reads keeps it from coming back every message, and staying within
-            // half of what is kept between messages keeps the buffer from being given
-            // back (and made anew) at every message.
-            if spare < read_size {
-                self.rx
-                    .reserve((2 * read_size).min(RETAIN_CAPACITY / 2).max(read_size));
-            }
         } else if spare < read_size / 2 {
-            self.rx.reserve(read_size);
+            self.rx.reserve(room_for_reads(read_size));
         }
     }
 
     /// [`reserve_recv`](Self::reserve_recv) with the connection's own read size, which
     /// the IO layers read through: [`Config::read_buffer_size`](super::Config) at first,
     /// doubling (up to 256 KiB) while reads fill what they were offered (a large message
-    /// streaming in); when a read leaves room, twice what it brought (at most 32 KiB, at
-    /// least the configured size).
+    /// streaming in); when a read leaves room, twice what it or the last frame brought (at
+    /// most 64 KiB, at least the configured size).
     #[inline]
     pub fn reserve_read(&mut self) -> &mut BytesMut {
         let size = self.read_size as usize;
@@ -125,15 +122,17 @@ impl Connection {
             self.read_size = if n >= self.read_offer as usize {
                 (self.read_size * 2).min(MAX_READ_CHUNK)
             } else {
-                // Twice what this read brought: a message of that size then always finds
-                // room for all of it, and arrives in one read. Falling back to the
-                // configured size instead let a 16 KiB message stream read each other
-                // message in part at the end of the room, to be moved to the front of
-                // the buffer before its rest fitted. At most what is kept between
-                // messages, never below the configured size.
+                // Twice what this read or the last frame brought: a buffer is given room
+                // when less than half a read size is spare, so a message of that size
+                // then always fits whole, and arrives in one read. Falling back to the
+                // configured size instead let a 16 KiB message stream read every other
+                // message in part at the end of the room, to be moved to the front of the
+                // buffer before its rest fitted. At most what is kept between messages,
+                // never below the configured size.
                 (n as u32)
+                    .max(self.last_frame)
                     .saturating_mul(2)
-                    .min((RETAIN_CAPACITY / 2) as u32)
+                    .min(RETAIN_CAPACITY as u32)
                     .max(least)
             };
             self.read_offer = 0;
@@ -149,8 +148,9 @@ impl Connection {
         self.note_bytes(now, n);
     }
 
-    /// Whether the receive buffer holds no allocation (an idle connection's): an IO layer
-    /// then reads into memory of its own and hands the bytes over with
+    /// Whether the receive buffer holds no allocation (an idle connection's, or one whose
+    /// exactly-sized first buffer went with its message): an IO layer then reads into
+    /// memory of its own and hands the bytes over with
     /// [`handle_bytes`](Self::handle_bytes), so that waiting allocates nothing.
     #[inline]
     pub fn recv_buffer_is_unallocated(&self) -> bool {
@@ -236,6 +236,7 @@ impl Connection {
 
     pub(super) fn release_slow(&mut self) {
         if self.rx_pending > 0 {
+            self.last_frame = self.rx_pending.min(u32::MAX as usize) as u32;
             self.rx.advance(self.rx_pending);
             self.detach_after_large(self.rx_pending);
             self.rx_pending = 0;
@@ -287,6 +288,7 @@ impl Connection {
         self.release();
         if self.rx.is_empty() && self.rx.capacity() > 0 {
             self.rx = BytesMut::new();
+            self.rx_cold = true;
         }
         if self.msg.is_empty() && self.msg.capacity() > 0 {
             self.msg = Vec::new();
@@ -303,4 +305,12 @@ impl Connection {
             self.wbuf = BytesMut::new();
         }
     }
+}
+
+/// The room a receive buffer is given for reads of `read_size`: two of them (within half of
+/// what is kept between messages), so that small messages make room every few reads rather
+/// than every other one.
+#[inline]
+fn room_for_reads(read_size: usize) -> usize {
+    (2 * read_size).min(read_size.max(RETAIN_CAPACITY / 2))
 }

@@ -155,6 +155,12 @@ pub struct Connection {
     /// The size of the next read (`reserve_read`), and the room it offered the last one.
     read_size: u32,
     read_offer: u32,
+    /// The length of the last frame handed over from `rx` (the read sizing's guess at
+    /// the next one).
+    last_frame: u32,
+    /// No read since the receive buffer was last given back (or ever): the next read
+    /// gets a buffer of exactly its size.
+    rx_cold: bool,
     /// Bytes at the front of `rx` that belong to a single-frame message still arriving
     /// (`Delivery::Whole`, uncompressed): decoded and unmasked, kept in place so that the
     /// whole message is lent or handed over from `rx` without a copy. 0 when none.
@@ -295,6 +301,8 @@ impl Connection {
             rx_mark: 0,
             read_size,
             read_offer: 0,
+            last_frame: 0,
+            rx_cold: true,
             held: 0,
             held_start: 0,
             msg: Vec::new(),

@@ -231,6 +231,7 @@ impl Connection {
                 // second handle, as `Bytes::slice` would make).
                 let mut frame = self.rx.split_to(self.rx_pending);
                 let frame_len = frame.len();
+                self.last_frame = frame_len.min(u32::MAX as usize) as u32;
                 self.rx_pending = 0;
                 frame.truncate(r.end);
                 frame.advance(r.start);
