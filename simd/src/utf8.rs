@@ -66,6 +66,15 @@ pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
     }
 }
 
+/// Up to this many bytes [`validate`] tests for ASCII inline, before any dispatch (on
+/// x86_64; the kernels skip their own test there, `generic::Vector::ENTRY_ASCII`).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "sse2",
+    any(feature = "avx2", feature = "avx512")
+))]
+pub(crate) const ASCII_INLINE_MAX: usize = 128;
+
 /// Whether `buf` is short ASCII, checked inline: a chat line or a JSON key is, and then
 /// no kernel needs to be called. Non-ASCII or longer input says `false` and goes to the
 /// kernel.
@@ -77,14 +86,12 @@ fn ascii_inline(buf: &[u8]) -> bool {
         any(feature = "avx2", feature = "avx512")
     ))]
     {
-        use crate::x86_64::sse2::is_ascii_16_64;
+        use crate::x86_64::sse2::{is_ascii_16_64, is_ascii_65_128};
         if buf.len() <= 64 {
             return is_ascii_16_64(buf);
         }
-        if buf.len() <= 128 {
-            // The first 64 bytes, and only if they are ASCII the last 64: mixed text
-            // most often fails the first test and pays one branch for this.
-            return is_ascii_16_64(&buf[..64]) && is_ascii_16_64(&buf[buf.len() - 64..]);
+        if buf.len() <= ASCII_INLINE_MAX {
+            return is_ascii_65_128(buf);
         }
     }
     let _ = buf;
