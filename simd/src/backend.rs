@@ -6,7 +6,7 @@ pub enum Backend {
     Scalar,
     /// x86_64 AVX2.
     Avx2,
-    /// x86_64 AVX-512 (F + BW).
+    /// x86_64 AVX-512 (F + BW); its UTF-8 kernel also uses GFNI where the CPU has it.
     Avx512,
     /// aarch64 NEON.
     Neon,

@@ -110,7 +110,7 @@ fn pick_mask(backend: Backend) -> MaskFn {
 fn pick_validate(backend: Backend) -> ValidateFn {
     match backend {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx512"))]
-        Backend::Avx512 => crate::x86_64::avx512::validate,
+        Backend::Avx512 => crate::x86_64::avx512::validate_kernel(),
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx2"))]
         Backend::Avx2 => crate::x86_64::avx2::validate,
         #[cfg(all(target_arch = "aarch64", feature = "neon"))]

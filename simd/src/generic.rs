@@ -20,6 +20,10 @@ pub(crate) trait Vector: Copy {
     /// Bytes per step of the main UTF-8 loop, one ASCII test per step: a multiple of
     /// `LANES`, at most `4 * LANES`.
     const STEP: usize = 64;
+    /// Inputs up to this many bytes reach the kernel through a public entry that has
+    /// tested them for ASCII already (`utf8::ASCII_INLINE_MAX` on x86_64), so the kernel
+    /// does not test again: on text that reaches it, the branch could only mispredict.
+    const ENTRY_ASCII: usize = 0;
     /// # Safety
     /// The ISA must be available.
     unsafe fn splat(b: u8) -> Self;
@@ -547,7 +551,7 @@ unsafe fn validate_small<V: Vector>(p: *const u8, n: usize) -> bool {
         if n <= 2 * V::LANES {
             // Two vectors, the second overlapping the first unless `n == 2 * LANES`.
             let v1 = V::load(p.add(last));
-            if v0.or(v1).is_ascii() {
+            if n > V::ENTRY_ASCII && v0.or(v1).is_ascii() {
                 return true;
             }
             let u = Utf8::<V>::new();
@@ -563,7 +567,7 @@ unsafe fn validate_small<V: Vector>(p: *const u8, n: usize) -> bool {
         let v1 = V::load(p.add(o1));
         let v2 = V::load(p.add(o2));
         let v3 = V::load(p.add(last));
-        if v0.or(v1).or(v2).or(v3).is_ascii() {
+        if n > V::ENTRY_ASCII && v0.or(v1).or(v2).or(v3).is_ascii() {
             return true;
         }
         let u = Utf8::<V>::new();

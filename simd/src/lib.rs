@@ -9,8 +9,9 @@
 //! backend reachable, so tests, benches and fuzzers can compare them.
 //!
 //! Small inputs (a ping payload, a short text frame) take an inlined path before any
-//! dispatch: scalar words for masking below 64 bytes, `core::str::from_utf8` below 16,
-//! and on x86_64 an SSE2 ASCII test up to 128 bytes. Where one backend wins on short
+//! dispatch: for masking scalar words below 64 bytes (on x86_64 SSE2 vectors from 16),
+//! for UTF-8 `core::str::from_utf8` below 16 and on x86_64 one SSE2 ASCII test up to 128
+//! bytes. Where one backend wins on short
 //! inputs and another on long ones, the choice is made by size (UTF-8 below 64 bytes runs
 //! the AVX2 kernel on an AVX-512 CPU).
 //!
@@ -24,7 +25,7 @@
 //! |----------|---------|---------------|
 //! | `std`    | yes     | run-time CPU feature detection |
 //! | `avx2`   | yes     | the x86_64 AVX2 backend |
-//! | `avx512` | yes     | the x86_64 AVX-512 (F + BW) backend |
+//! | `avx512` | yes     | the x86_64 AVX-512 (F + BW) backend; UTF-8 uses GFNI where present |
 //! | `neon`   | yes     | the aarch64 NEON backend |
 //!
 //! ```

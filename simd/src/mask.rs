@@ -7,12 +7,32 @@
 use crate::{Backend, dispatch, scalar};
 
 /// Below this many bytes the inlined scalar words (at most 7 steps plus one overlapping
-/// word) beat any dispatch.
+/// word; on x86_64 from 16 bytes the SSE2 vectors) beat any dispatch.
 const SMALL: usize = 64;
+
+/// On x86_64, inputs of 16 bytes up to this many take the inlined SSE2 vectors
+/// (`x86_64::sse2::mask_16_64`) instead: two or four vectors, no loop and no call. From
+/// [`SMALL`] on the dispatched kernel is faster (one or two 64-byte vectors on AVX-512).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "sse2",
+    any(feature = "avx2", feature = "avx512")
+))]
+const SSE2_MAX: usize = 63;
 
 /// Masks (or unmasks: the operation is its own inverse) `buf` in place and advances `key`.
 #[inline]
 pub fn apply(buf: &mut [u8], key: &mut [u8; 4]) {
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "sse2",
+        any(feature = "avx2", feature = "avx512")
+    ))]
+    if (16..=SSE2_MAX).contains(&buf.len()) {
+        crate::x86_64::sse2::mask_16_64(buf, *key);
+        *key = scalar::rotated(*key, buf.len());
+        return;
+    }
     if buf.len() < SMALL {
         scalar::mask(buf, *key);
     } else {

@@ -66,6 +66,15 @@ pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
     }
 }
 
+/// Up to this many bytes [`validate`] tests for ASCII inline, before any dispatch (on
+/// x86_64; the kernels skip their own test there, `generic::Vector::ENTRY_ASCII`).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "sse2",
+    any(feature = "avx2", feature = "avx512")
+))]
+pub(crate) const ASCII_INLINE_MAX: usize = 128;
+
 /// Whether `buf` is short ASCII, checked inline: a chat line or a JSON key is, and then
 /// no kernel needs to be called. Non-ASCII or longer input says `false` and goes to the
 /// kernel.
@@ -77,18 +86,35 @@ fn ascii_inline(buf: &[u8]) -> bool {
         any(feature = "avx2", feature = "avx512")
     ))]
     {
-        use crate::x86_64::sse2::is_ascii_16_64;
+        use crate::x86_64::sse2::{is_ascii_16_64, is_ascii_65_128};
         if buf.len() <= 64 {
             return is_ascii_16_64(buf);
         }
-        if buf.len() <= 128 {
-            // The first 64 bytes, and only if they are ASCII the last 64: mixed text
-            // most often fails the first test and pays one branch for this.
-            return is_ascii_16_64(&buf[..64]) && is_ascii_16_64(&buf[buf.len() - 64..]);
+        if buf.len() <= ASCII_INLINE_MAX {
+            return is_ascii_65_128(buf);
         }
     }
     let _ = buf;
     false
+}
+
+/// Whether `buf` is valid and ends on a code point boundary: [`validate`]'s fast paths,
+/// `false` for anything else (invalid, or ending inside a code point, which a streaming
+/// caller carries).
+#[inline(always)]
+fn whole_valid(buf: &[u8]) -> bool {
+    if buf.len() < SMALL {
+        return core::str::from_utf8(buf).is_ok();
+    }
+    if ascii_inline(buf) {
+        return true;
+    }
+    // Text most often ends in ASCII, where no code point can be open.
+    let open = match buf.last() {
+        Some(&b) if b >= 0x80 => scalar::incomplete_tail_start(buf.len(), |i| buf[i]) != buf.len(),
+        _ => false,
+    };
+    !open && validate_dispatched(buf)
 }
 
 /// Whether `buf` is valid, complete UTF-8, on the cached kernel for its size.
@@ -159,11 +185,13 @@ impl Validator {
     }
 
     /// Forgets all state; ready for the next message.
+    #[inline]
     pub fn reset(&mut self) {
         *self = Self::new();
     }
 
     /// True when no code point is left incomplete.
+    #[inline]
     pub fn is_complete(&self) -> bool {
         self.partial_len == 0
     }
@@ -174,18 +202,48 @@ impl Validator {
     /// [`finish`](Self::finish).
     #[inline]
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
+        // A chunk at a code point boundary that ends on one, as a frame that arrived whole
+        // does, is one-shot validation (the same inline paths and cached kernel as
+        // `validate`) and a counter; all else is out of line, so the validator can stay
+        // in registers and nothing is returned through memory on this path.
+        if self.partial_len == 0 && whole_valid(chunk) {
+            self.consumed += chunk.len();
+            return Ok(());
+        }
+        // The fields by value, not `self` by reference: a validator whose address never
+        // escapes stays in registers on the fast path, instead of being stored to memory
+        // when it is created.
+        let (state, r) =
+            Self::feed_out_of_line(self.partial, self.partial_len, self.consumed, chunk);
+        *self = state;
+        r
+    }
+
+    /// [`Validator::feed_rest`] out of line, on a validator passed by its fields.
+    #[inline(never)]
+    fn feed_out_of_line(
+        partial: [u8; 4],
+        partial_len: u8,
+        consumed: usize,
+        chunk: &[u8],
+    ) -> (Self, Result<(), Utf8Error>) {
+        let mut v = Validator {
+            partial,
+            partial_len,
+            consumed,
+        };
+        let r = v.feed_rest(chunk);
+        (v, r)
+    }
+
+    /// [`Validator::feed`] of a chunk that continues a code point, ends inside one or is
+    /// invalid.
+    fn feed_rest(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
         if self.partial_len != 0 {
             return self.feed_backend(Backend::best(), chunk);
         }
         if chunk.len() < SMALL {
             return self.settle(chunk);
-        }
-        // At a code point boundary, as a frame that arrived whole is: one-shot validation
-        // (the same inline ASCII test and cached kernel as `validate`) of all but an
-        // incomplete code point at the end.
-        if ascii_inline(chunk) {
-            self.consumed += chunk.len();
-            return Ok(());
         }
         self.feed_at_boundary(chunk, validate_dispatched)
     }
@@ -306,6 +364,7 @@ impl Validator {
     }
 
     /// Ends the message: an incomplete code point left over is an error. Resets the validator.
+    #[inline]
     pub fn finish(&mut self) -> Result<(), Utf8Error> {
         let r = if self.partial_len == 0 {
             Ok(())

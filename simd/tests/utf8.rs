@@ -221,8 +221,12 @@ fn truncated_sequence_is_found_at_every_offset_of_long_inputs() {
         &[131]
     } else {
         // Around the short paths' limits for 16-, 32- and 64-byte vectors (first and last
-        // vector only up to 2 vectors, four vectors up to 4) and the main loop after them.
-        &[35, 48, 64, 67, 97, 128, 129, 130, 200, 256, 257, 333, 700]
+        // vector only up to 2 vectors, four vectors up to 4) and the main loop after them,
+        // and around the entry's inline ASCII tests (one of up to 64 bytes, one of 65 to
+        // 128, after which the kernels test for themselves).
+        &[
+            35, 48, 63, 64, 65, 66, 67, 97, 127, 128, 129, 130, 200, 256, 257, 333, 700,
+        ]
     };
     let step = if cfg!(miri) { 5 } else { 1 };
     let cut: &[&[u8]] = &[
