@@ -8,6 +8,16 @@
 
 use crate::scalar;
 
+/// Up to this many bytes [`crate::utf8::validate`] tests for ASCII inline, before any
+/// dispatch (on x86_64; the kernels skip their own test there, [`Vector::ENTRY_ASCII`]).
+/// Here, below both the entry and the kernels, so that neither imports the other.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "sse2",
+    any(feature = "avx2", feature = "avx512")
+))]
+pub(crate) const ASCII_INLINE_MAX: usize = 128;
+
 /// The vector operations the kernels need. Implemented per ISA with `#[inline(always)]`
 /// methods so they inline into the caller's `#[target_feature]` function.
 ///
@@ -21,7 +31,7 @@ pub(crate) trait Vector: Copy {
     /// `LANES`, at most `4 * LANES`.
     const STEP: usize = 64;
     /// Inputs up to this many bytes reach the kernel through a public entry that has
-    /// tested them for ASCII already (`utf8::ASCII_INLINE_MAX` on x86_64), so the kernel
+    /// tested them for ASCII already ([`ASCII_INLINE_MAX`] on x86_64), so the kernel
     /// does not test again: on text that reaches it, the branch could only mispredict.
     const ENTRY_ASCII: usize = 0;
     /// # Safety

@@ -1,5 +1,11 @@
 //! UTF-8 validation: one-shot and streaming (across WebSocket fragments), fail-fast.
 
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "sse2",
+    any(feature = "avx2", feature = "avx512")
+))]
+use crate::generic::ASCII_INLINE_MAX;
 use crate::{Backend, dispatch, scalar};
 
 /// Where validation failed, with the same meaning as [`core::str::Utf8Error`].
@@ -65,15 +71,6 @@ pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
         locate_error(buf)
     }
 }
-
-/// Up to this many bytes [`validate`] tests for ASCII inline, before any dispatch (on
-/// x86_64; the kernels skip their own test there, `generic::Vector::ENTRY_ASCII`).
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "sse2",
-    any(feature = "avx2", feature = "avx512")
-))]
-pub(crate) const ASCII_INLINE_MAX: usize = 128;
 
 /// Whether `buf` is short ASCII, checked inline: a chat line or a JSON key is, and then
 /// no kernel needs to be called. Non-ASCII or longer input says `false` and goes to the

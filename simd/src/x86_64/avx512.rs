@@ -15,7 +15,7 @@ impl Vector for __m512i {
     // Two vectors per ASCII test: on mixed text a 64-byte step is all ASCII often
     // enough for its branch to mispredict, and one vector per step is mostly loop.
     const STEP: usize = 128;
-    const ENTRY_ASCII: usize = crate::utf8::ASCII_INLINE_MAX;
+    const ENTRY_ASCII: usize = crate::generic::ASCII_INLINE_MAX;
 
     #[inline(always)]
     unsafe fn splat(b: u8) -> Self {
