@@ -76,7 +76,9 @@ use crate::tokio::{
 /// returns, and leave before the connection next waits for the peer: the replies to every
 /// message that arrived in one read go out together in one vectored write, once no
 /// further whole message is buffered (callbacks are synchronous, so nothing else runs in
-/// between). A [`close`](Self::close) writes everything queued first.
+/// between). A callback's only reply, when nothing more is buffered, is written as soon as
+/// the callback returns, straight from the message. A [`close`](Self::close) writes
+/// everything queued first.
 #[derive(Debug, Default)]
 pub struct Socket {
     outbox: Vec<(Message, Compression)>,
