@@ -341,26 +341,19 @@ impl Engine {
         let Some(msg) = msg.take() else {
             return Poll::Ready(Ok(false));
         };
-        let header = match &msg {
-            Message::Text(_) | Message::Binary(_) if lone && io.wr().is_write_vectored() => {
-                let kind = match msg {
-                    Message::Text(_) => MessageKind::Text,
-                    _ => MessageKind::Binary,
-                };
-                self.conn.lone_header(kind, len)
-            }
+        let kind = match &msg {
+            Message::Text(_) => Some(MessageKind::Text),
+            Message::Binary(_) => Some(MessageKind::Binary),
             _ => None,
         };
+        let header = kind
+            .filter(|_| lone && io.wr().is_write_vectored())
+            .and_then(|kind| self.conn.lone_header(kind, len));
         let Some(header) = header else {
             self.queue(msg, compression)?;
             return Poll::Ready(Ok(false));
         };
-        let payload = match msg {
-            Message::Text(t) => t.into_bytes(),
-            Message::Binary(b) => b,
-            _ => Bytes::new(),
-        };
-        Poll::Ready(self.poll_write_lone(cx, io, &header, payload))
+        Poll::Ready(self.poll_write_lone(cx, io, &header, msg.into_data()))
     }
 
     /// Writes a lone frame (see [`poll_send`](Self::poll_send)): `Ok(true)` when it went
