@@ -205,15 +205,11 @@ async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     ws: &mut WebSocket<S>,
     socket: &mut Socket,
 ) -> Result<bool, ws::Error> {
-    if socket.outbox.len() == 1 {
-        // A lone reply: when nothing more is buffered to receive, no other reply can join
-        // it, so it is written now, straight from the message.
-        if let Some((msg, compression)) = socket.outbox.pop() {
-            ws.feed_alone(msg, compression).await?;
-        }
-    }
+    // A lone reply: when nothing more is buffered to receive, no other reply can join it,
+    // so it is written now, straight from the message.
+    let only = socket.outbox.len() == 1;
     for (msg, compression) in socket.outbox.drain(..) {
-        ws.feed_with(msg, compression).await?;
+        ws.feed_reply(msg, compression, only).await?;
     }
     Ok(socket.close.is_some())
 }

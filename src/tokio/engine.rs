@@ -106,6 +106,21 @@ const MAX_IOVECS: usize = 64;
 /// Not a [`Connection::timer_state`]: the deadline is to be asked for again.
 const NO_TIMER_STATE: u8 = u8::MAX;
 
+/// How [`Engine::poll_message`] finishes with a message.
+#[derive(Clone, Copy)]
+pub(crate) enum Put {
+    /// `send`: written at once (as a lone frame when the connection allows it), then the
+    /// queue is written out and flushed.
+    Send,
+    /// `feed`: queued, to leave with the next write.
+    Feed,
+    /// The handler API's only reply to a read that may have left more to receive: written
+    /// at once as a lone frame when nothing more is buffered (the receive that follows
+    /// would have written it before waiting anyway; this saves the queue), else queued
+    /// to join the replies to what is buffered.
+    Alone,
+}
+
 /// The per-connection pump.
 pub(crate) struct Engine {
     pub(crate) conn: Connection,
@@ -282,42 +297,37 @@ impl Engine {
         })
     }
 
-    /// Sends the message in `msg` (taken on the call that finds room for it), then writes
-    /// the queue out and flushes: `send`'s whole work, one poll at a time.
+    /// Puts the message in `msg` on its way (taken on the call that finds room for it) and
+    /// finishes as `put` says: [`Put::Send`] then writes the queue out and flushes
+    /// (`send`'s whole work, one poll at a time); [`Put::Feed`] and [`Put::Alone`] finish
+    /// once it is written or queued, without waiting for the socket.
     ///
     /// When the connection allows it ([`Connection::lone_header`]: nothing queued ahead, a
-    /// server's uncompressed message) the frame is written straight from the message, with
-    /// no queue entry; what the socket does not take is queued before this returns, so a
-    /// send dropped after its first poll leaves the message to the connection either way.
-    pub(crate) fn poll_send(
+    /// server's uncompressed message) a send's frame is written straight from the message,
+    /// with no queue entry; what the socket does not take is queued before this returns,
+    /// so a send dropped after its first poll leaves the message to the connection either
+    /// way.
+    #[inline]
+    pub(crate) fn poll_message(
         &mut self,
         cx: &mut Context<'_>,
         io: &mut dyn Io,
         msg: &mut Option<Message>,
         compression: Compression,
+        put: Put,
     ) -> Poll<Result<(), Error>> {
-        if ready!(self.poll_put(cx, io, msg, compression, true))? {
+        let lone = match put {
+            Put::Send => true,
+            Put::Feed => false,
+            Put::Alone => self.conn.buffered_input() == 0,
+        };
+        let whole = ready!(self.poll_put(cx, io, msg, compression, lone))?;
+        match put {
             // It went out whole: nothing else is queued.
-            return io.wr().poll_flush(cx).map_err(Error::Io);
+            Put::Send if whole => io.wr().poll_flush(cx).map_err(Error::Io),
+            Put::Send => self.poll_flush(cx, io),
+            Put::Feed | Put::Alone => Poll::Ready(Ok(())),
         }
-        self.poll_flush(cx, io)
-    }
-
-    /// [`feed`](super::WebSocket::feed) for a reply that nothing else can join (the
-    /// handler API's only reply to a read that left nothing more to receive): written at
-    /// once as a lone frame when the connection allows it, else queued; it does not wait
-    /// for the socket. The receive that follows would have written it before waiting
-    /// anyway; this saves the queue.
-    pub(crate) fn poll_feed_alone(
-        &mut self,
-        cx: &mut Context<'_>,
-        io: &mut dyn Io,
-        msg: &mut Option<Message>,
-        compression: Compression,
-    ) -> Poll<Result<(), Error>> {
-        let alone = self.conn.buffered_input() == 0;
-        ready!(self.poll_put(cx, io, msg, compression, alone))?;
-        Poll::Ready(Ok(()))
     }
 
     /// Puts `msg` on its way once there is room for it: written as a lone frame when
@@ -356,7 +366,7 @@ impl Engine {
         Poll::Ready(self.poll_write_lone(cx, io, &header, msg.into_data()))
     }
 
-    /// Writes a lone frame (see [`poll_send`](Self::poll_send)): `Ok(true)` when it went
+    /// Writes a lone frame (see [`poll_message`](Self::poll_message)): `Ok(true)` when it went
     /// out whole, `Ok(false)` when what the socket did not take was queued.
     #[inline(always)]
     fn poll_write_lone(

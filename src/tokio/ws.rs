@@ -17,7 +17,7 @@ use crate::error::{Error, TrySendError};
 use crate::handshake::Negotiated;
 use crate::message::{CloseFrame, Compression, Message, MessageRef, Utf8Bytes};
 
-use super::engine::{Engine, Io, PairIo, WriteOnly};
+use super::engine::{Engine, Io, PairIo, Put, WriteOnly};
 
 mod fragments;
 mod split;
@@ -312,12 +312,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
     /// [`send_with`](Self::send_with)).
-    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        let len = msg.len();
-        if !self.engine.has_room(len) {
-            poll_fn(|cx| self.with_room(cx, len)).await?;
-        }
-        self.engine.queue(msg, compression)
+    pub fn feed_with(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.put(msg, compression, Put::Feed)
     }
 
     /// Sends `msg`: waits for room in the send queue, queues it and writes the queue out.
@@ -362,27 +362,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         msg: Message,
         compression: Compression,
     ) -> impl Future<Output = Result<(), Error>> + '_ {
-        // One poll function holds the whole send (room, the frame, the flush): no nested
-        // futures, one copy of `msg`.
-        let mut msg = Some(msg);
-        poll_fn(move |cx| {
-            self.engine
-                .poll_send(cx, &mut self.io, &mut msg, compression)
-        })
+        self.put(msg, compression, Put::Send)
     }
 
-    /// For the handler API: [`feed_with`](Self::feed_with) for a reply nothing else can
-    /// join, written at once when nothing more is buffered to receive (see
-    /// `Engine::poll_feed_alone`).
-    pub(crate) fn feed_alone(
+    /// For the handler API, a reply: [`feed_with`](Self::feed_with), unless it is the
+    /// `only` reply to a read, which may leave at once (see [`Put::Alone`]).
+    pub(crate) fn feed_reply(
         &mut self,
         msg: Message,
         compression: Compression,
+        only: bool,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
+        let put = if only { Put::Alone } else { Put::Feed };
+        self.put(msg, compression, put)
+    }
+
+    /// `send`, `feed` and the handler's reply: one poll function holds the whole of it
+    /// (room, the frame, the flush), with no nested futures and one copy of `msg`.
+    fn put(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+        put: Put,
     ) -> impl Future<Output = Result<(), Error>> + '_ {
         let mut msg = Some(msg);
         poll_fn(move |cx| {
             self.engine
-                .poll_feed_alone(cx, &mut self.io, &mut msg, compression)
+                .poll_message(cx, &mut self.io, &mut msg, compression, put)
         })
     }
 

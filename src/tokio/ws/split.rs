@@ -318,10 +318,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
 
     /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
     /// [`WebSocket::send_with`]).
-    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        let len = msg.len();
-        poll_fn(|cx| self.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
-        self.queue(msg, compression)
+    pub fn feed_with(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.put(msg, compression, Put::Feed)
     }
 
     /// Sends `msg`: waits for room, queues it and writes the queue out.
@@ -336,10 +338,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         msg: Message,
         compression: Compression,
     ) -> impl Future<Output = Result<(), Error>> + '_ {
+        self.put(msg, compression, Put::Send)
+    }
+
+    /// `send` and `feed` (see [`WebSocket::send_with`]), under the lock.
+    fn put(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+        put: Put,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
         let mut closing = matches!(msg, Message::Close(_));
         let mut msg = Some(msg);
         poll_fn(move |cx| {
-            let r = self.with(cx, |e, io, wcx| e.poll_send(wcx, io, &mut msg, compression));
+            let r = self.with(cx, |e, io, wcx| {
+                e.poll_message(wcx, io, &mut msg, compression, put)
+            });
             if closing && msg.is_none() {
                 // The reading half arms the close timeout.
                 closing = false;
