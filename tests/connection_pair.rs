@@ -8,7 +8,7 @@ use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
 use rapidws::connection::{
     Config, Connection, Delivery, Error, Event, OwnedEvent, SendError, Timeout,
 };
-use rapidws::{CloseFrame, PreparedMessage};
+use rapidws::{CloseFrame, Message, PreparedMessage};
 
 mod connection_support;
 use connection_support::drain;
@@ -779,4 +779,75 @@ fn a_stream_of_16_kib_messages_settles_to_one_read_each() {
         reads_per_message[4..].iter().all(|&r| r == 1),
         "reads per message: {reads_per_message:?}"
     );
+}
+
+/// Feeds `client`'s pending output to `server` through `reserve_read`, one read at a
+/// time, until a message comes out.
+fn read_one_message(server: &mut Connection, client: &mut Connection, now: Instant) -> Message {
+    let mut wire = Vec::new();
+    client.write_pending(&mut wire);
+    let mut at = 0;
+    loop {
+        if let Some(ev) = server.poll_message() {
+            return ev.unwrap();
+        }
+        assert!(at < wire.len(), "the message was all delivered");
+        let buf = server.reserve_read();
+        let n = (buf.capacity() - buf.len()).min(wire.len() - at);
+        buf.extend_from_slice(&wire[at..at + n]);
+        server.handle_received(now);
+        at += n;
+    }
+}
+
+/// A connection receiving large messages holds no receive buffer while it waits: a read
+/// that finds nothing gives the empty buffer to the thread's stock, and the next
+/// connection to read takes that same allocation. One with small messages keeps its own.
+#[test]
+fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
+    let now = Instant::now();
+    let pair = || {
+        (
+            Connection::new(Role::Client, Config::default(), now),
+            Connection::new(Role::Server, Config::default(), now),
+        )
+    };
+    let (mut ca, mut a) = pair();
+    let (mut cb, mut b) = pair();
+    let large = vec![3u8; 16 * 1024];
+    for _ in 0..4 {
+        ca.send(MessageKind::Binary, &large).unwrap();
+        assert_eq!(
+            read_one_message(&mut a, &mut ca, now).as_bytes(),
+            &large[..]
+        );
+    }
+    // The next read finds nothing: the buffer goes, and the connection still reads
+    // through its own buffer (not as an idle connection does).
+    a.reserve_read();
+    a.read_would_block();
+    assert_eq!(a.recv_buffer().capacity(), 0, "nothing held while waiting");
+    assert!(!a.recv_buffer_is_unallocated());
+    let stocked = a.reserve_read().as_ptr();
+    a.read_would_block();
+    // Another connection with something to read takes the same allocation.
+    cb.send(MessageKind::Binary, &large).unwrap();
+    assert_eq!(b.reserve_read().as_ptr(), stocked);
+    assert_eq!(
+        read_one_message(&mut b, &mut cb, now).as_bytes(),
+        &large[..]
+    );
+
+    // Small messages: the buffer stays with its connection.
+    let (mut cc, mut c) = pair();
+    for _ in 0..4 {
+        cc.send(MessageKind::Binary, &[1; 1024]).unwrap();
+        assert_eq!(
+            read_one_message(&mut c, &mut cc, now).as_bytes(),
+            &[1; 1024][..]
+        );
+    }
+    c.reserve_read();
+    c.read_would_block();
+    assert!(c.recv_buffer().capacity() > 0, "a small buffer is kept");
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 
-use super::{Connection, Error, MAX_READ_CHUNK, RETAIN_CAPACITY};
+use super::{Connection, Error, MAX_READ_CHUNK, RETAIN_CAPACITY, stock};
 
 impl Connection {
     /// Appends received bytes. `now` is the time they arrived.
@@ -88,7 +88,14 @@ impl Connection {
                 self.rx.reserve(rest.saturating_add(read_size));
             }
         } else if spare < read_size / 2 {
-            self.rx.reserve(room_for_reads(read_size));
+            let room = room_for_reads(read_size);
+            if self.rx.capacity() == 0
+                && let Some(buf) = stock::take(room)
+            {
+                self.rx = buf;
+            } else {
+                self.rx.reserve(room);
+            }
         }
     }
 
@@ -152,9 +159,11 @@ impl Connection {
     /// exactly-sized first buffer went with its message): an IO layer then reads into
     /// memory of its own and hands the bytes over with
     /// [`handle_bytes`](Self::handle_bytes), so that waiting allocates nothing.
+    /// A buffer given to the thread's stock ([`read_would_block`](Self::read_would_block))
+    /// does not count: the next read takes one from the stock.
     #[inline]
     pub fn recv_buffer_is_unallocated(&self) -> bool {
-        self.rx.capacity() == 0
+        self.rx.capacity() == 0 && !self.rx_stocked
     }
 
     /// Received bytes not yet delivered.
@@ -259,13 +268,31 @@ impl Connection {
     /// After `len` bytes were handed over or dropped from the front of the receive
     /// buffer: when they were a large message and nothing is left, start the next message
     /// in a new buffer. The empty rest would be a small view into the large allocation
-    /// and keep all of it alive (in a buffer stock, say) with only its own few bytes of
-    /// capacity showing; the message's own handle, if any, now frees it.
+    /// and keep all of it alive with only its own few bytes of capacity showing; the
+    /// message's own handle, if any, now frees it.
     pub(super) fn detach_after_large(&mut self, len: usize) {
         if len > RETAIN_CAPACITY && self.rx.is_empty() {
             self.rx = BytesMut::new();
         }
     }
+
+    /// Notes that a read found nothing to read: the IO layer now waits for the peer. A
+    /// connection whose reads are large ([`STOCK_READ_SIZE`] or more) and whose receive
+    /// buffer holds nothing gives the buffer to this thread's stock, and its next read
+    /// takes one from there (see the `stock` module): while it waits it holds none, and
+    /// the buffers in use stay few and in cache however many connections wait. Smaller
+    /// buffers are kept (the memory timer gives them back when the connection is quiet).
+    #[inline]
+    pub fn read_would_block(&mut self) {
+        if self.read_size as usize >= STOCK_READ_SIZE
+            && self.rx.is_empty()
+            && self.rx.capacity() > 0
+        {
+            self.rx_stocked = true;
+            stock::give(std::mem::take(&mut self.rx));
+        }
+    }
+
     /// Whether buffers kept for the next message are held (the memory timer gives them
     /// back when the connection is quiet).
     #[inline]
@@ -288,7 +315,10 @@ impl Connection {
         self.release();
         if self.rx.is_empty() && self.rx.capacity() > 0 {
             self.rx = BytesMut::new();
+        }
+        if self.rx.capacity() == 0 {
             self.rx_cold = true;
+            self.rx_stocked = false;
         }
         if self.msg.is_empty() && self.msg.capacity() > 0 {
             self.msg = Vec::new();
@@ -306,6 +336,10 @@ impl Connection {
         }
     }
 }
+
+/// Reads of at least this size give their empty buffer to the thread's stock when the
+/// connection waits ([`Connection::read_would_block`]).
+const STOCK_READ_SIZE: usize = 16 * 1024;
 
 /// The room a receive buffer is given for reads of `read_size`: two of them (within half of
 /// what is kept between messages), so that small messages make room every few reads rather

@@ -65,6 +65,7 @@ mod prepared;
 mod queue;
 mod receive;
 mod send;
+mod stock;
 mod timers;
 mod types;
 
@@ -161,6 +162,10 @@ pub struct Connection {
     /// No read since the receive buffer was last given back (or ever): the next read
     /// gets a buffer of exactly its size.
     rx_cold: bool,
+    /// The receive buffer went to the thread's stock when a read found nothing
+    /// ([`read_would_block`](Self::read_would_block)): the next read takes one from there
+    /// rather than reading into the IO layer's memory as an idle connection does.
+    rx_stocked: bool,
     /// Bytes at the front of `rx` that belong to a single-frame message still arriving
     /// (`Delivery::Whole`, uncompressed): decoded and unmasked, kept in place so that the
     /// whole message is lent or handed over from `rx` without a copy. 0 when none.
@@ -303,6 +308,7 @@ impl Connection {
             read_offer: 0,
             last_frame: 0,
             rx_cold: true,
+            rx_stocked: false,
             held: 0,
             held_start: 0,
             msg: Vec::new(),

@@ -617,7 +617,8 @@ impl Engine {
         // Room for the next read, and for the rest of a large frame in one step. The
         // buffer is kept while the connection is busy and given back when it goes quiet
         // (the connection's memory timer), so request/response traffic does not allocate
-        // per message and an idle connection holds none.
+        // per message and an idle connection holds none; a large one goes to the
+        // thread's stock whenever the read finds nothing.
         let buf = self.conn.reserve_read();
         let mut rd = io.rd();
         let fut = rd.read_buf(buf);
@@ -631,7 +632,10 @@ impl Engine {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                self.conn.read_would_block();
+                Poll::Pending
+            }
         }
     }
 
