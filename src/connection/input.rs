@@ -277,11 +277,12 @@ impl Connection {
     }
 
     /// Notes that a read found nothing to read: the IO layer now waits for the peer. A
-    /// connection whose reads are large ([`STOCK_READ_SIZE`] or more) and whose receive
-    /// buffer holds nothing gives the buffer to this thread's stock, and its next read
-    /// takes one from there (see the `stock` module): while it waits it holds none, and
-    /// the buffers in use stay few and in cache however many connections wait. Smaller
-    /// buffers are kept (the memory timer gives them back when the connection is quiet).
+    /// connection whose reads are large (16 KiB or more) and whose receive buffer holds
+    /// nothing gives the buffer to this thread's stock, and its next read takes one from
+    /// there: while it waits it holds none, and the buffers in use stay few and in cache
+    /// however many connections wait (the stock keeps at most 16 buffers of at most 64
+    /// KiB). Smaller buffers are kept (the memory timer gives them back when the
+    /// connection is quiet).
     #[inline]
     pub fn read_would_block(&mut self) {
         if self.read_size as usize >= STOCK_READ_SIZE
