@@ -58,21 +58,6 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    /// Sets the per-connection settings.
-    pub fn with_connection(mut self, connection: Config) -> Self {
-        self.connection = connection;
-        self
-    }
-    /// Sets [`ServerConfig::max_connections`] (at least 1).
-    pub fn with_max_connections(mut self, n: usize) -> Self {
-        self.max_connections = n.max(1);
-        self
-    }
-    /// Sets [`ServerConfig::handshake_timeout`].
-    pub fn with_handshake_timeout(mut self, t: Option<Duration>) -> Self {
-        self.handshake_timeout = t;
-        self
-    }
     /// Sets the subprotocols the server speaks, most preferred first.
     pub fn with_subprotocols<I: IntoIterator<Item = S>, S: Into<String>>(mut self, p: I) -> Self {
         self.handshake.subprotocols = p.into_iter().map(Into::into).collect();
@@ -85,6 +70,15 @@ impl ServerConfig {
         self
     }
 }
+
+setters! { ServerConfig {
+    /// Sets the per-connection settings.
+    with_connection(connection: Config) => connection;
+    /// Sets [`ServerConfig::max_connections`] (at least 1).
+    with_max_connections(n: usize) => max_connections = n.max(1);
+    /// Sets [`ServerConfig::handshake_timeout`].
+    with_handshake_timeout(t: Option<Duration>) => handshake_timeout;
+} }
 
 /// Settings of a client: the connection's settings, the handshake's, and connect-side
 /// options.
@@ -147,26 +141,6 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
-    /// Sets the per-connection settings.
-    pub fn with_connection(mut self, connection: Config) -> Self {
-        self.connection = connection;
-        self
-    }
-    /// Sets [`ClientConfig::connect_timeout`].
-    pub fn with_connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
-        self
-    }
-    /// Sets [`ClientConfig::handshake_timeout`].
-    pub fn with_handshake_timeout(mut self, t: Option<Duration>) -> Self {
-        self.handshake_timeout = t;
-        self
-    }
-    /// Sets [`ClientConfig::read_timeout`] (the blocking client's socket read timeout).
-    pub fn with_read_timeout(mut self, t: Option<Duration>) -> Self {
-        self.read_timeout = t;
-        self
-    }
     /// Sets the subprotocols to offer.
     pub fn with_subprotocols<I: IntoIterator<Item = S>, S: Into<String>>(mut self, p: I) -> Self {
         self.subprotocols = p.into_iter().map(Into::into).collect();
@@ -177,32 +151,12 @@ impl ClientConfig {
         self.headers.push((name.into(), value.into()));
         self
     }
-    /// Sets the `Origin` header to send.
-    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
-        self.origin = Some(origin.into());
-        self
-    }
     /// Offers permessage-deflate with these settings (`None`: no offer).
     #[cfg(feature = "deflate")]
     pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
         self.handshake.deflate = deflate;
         self
     }
-    /// Sets [`ClientConfig::proxy`] (feature `proxy`).
-    #[cfg(feature = "proxy")]
-    pub fn with_proxy(mut self, proxy: Proxy) -> Self {
-        self.proxy = proxy;
-        self
-    }
-    /// Sets the rustls configuration [`ClientConfig::tls`] for `wss://` URLs (feature
-    /// `rustls`); build it with [`crate::tls`] or with the re-exported
-    /// [`crate::tls::rustls`], so its version matches.
-    #[cfg(feature = "rustls")]
-    pub fn with_tls(mut self, tls: Arc<rustls::ClientConfig>) -> Self {
-        self.tls = Some(tls);
-        self
-    }
-
     /// The rustls configuration a `wss://` connection uses: `explicit`, else
     /// [`ClientConfig::tls`], else the default one.
     #[cfg(feature = "rustls")]
@@ -237,3 +191,24 @@ impl ClientConfig {
         request
     }
 }
+
+setters! { ClientConfig {
+    /// Sets the per-connection settings.
+    with_connection(connection: Config) => connection;
+    /// Sets [`ClientConfig::connect_timeout`].
+    with_connect_timeout(t: Duration) => connect_timeout;
+    /// Sets [`ClientConfig::handshake_timeout`].
+    with_handshake_timeout(t: Option<Duration>) => handshake_timeout;
+    /// Sets [`ClientConfig::read_timeout`] (the blocking client's socket read timeout).
+    with_read_timeout(t: Option<Duration>) => read_timeout;
+    /// Sets the `Origin` header to send.
+    with_origin(origin: impl Into<String>) => origin = Some(origin.into());
+    /// Sets [`ClientConfig::proxy`] (feature `proxy`).
+    #[cfg(feature = "proxy")]
+    with_proxy(proxy: Proxy) => proxy;
+    /// Sets the rustls configuration [`ClientConfig::tls`] for `wss://` URLs (feature
+    /// `rustls`); build it with [`crate::tls`] or with the re-exported
+    /// [`crate::tls::rustls`], so its version matches.
+    #[cfg(feature = "rustls")]
+    with_tls(tls: Arc<rustls::ClientConfig>) => tls = Some(tls);
+} }

@@ -383,6 +383,36 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// `with_*` setters for a config struct, one line each:
+///
+/// ```text
+/// setters! { Config {
+///     /// Sets [`Config::max_frame_size`].
+///     with_max_frame_size(bytes: usize) => max_frame_size;
+///     /// Sets [`Config::read_buffer_size`] (at least 256).
+///     with_read_buffer_size(bytes: usize) => read_buffer_size = bytes.max(256);
+/// } }
+/// ```
+///
+/// makes `pub fn with_max_frame_size(mut self, bytes: usize) -> Self`, which sets the
+/// field to `bytes` (or to the expression after `=`) and returns `self`. Attributes (doc
+/// comments, `#[cfg]`) go with their setter. A setter that does more is written out.
+macro_rules! setters {
+    ($ty:ty { $( $(#[$attr:meta])* $name:ident($arg:ident: $t:ty) => $field:ident $(= $value:expr)?; )* }) => {
+        impl $ty {
+            $(
+                $(#[$attr])*
+                pub fn $name(mut self, $arg: $t) -> Self {
+                    self.$field = setters!(@value $arg $(, $value)?);
+                    self
+                }
+            )*
+        }
+    };
+    (@value $arg:ident) => { $arg };
+    (@value $arg:ident, $value:expr) => { $value };
+}
+
 #[cfg(feature = "axum")]
 pub mod axum;
 #[cfg(feature = "blocking")]

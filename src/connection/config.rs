@@ -150,57 +150,11 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Sets [`Config::max_message_size`] (inflated size when compressed).
-    pub fn with_max_message_size(mut self, bytes: usize) -> Self {
-        self.max_message_size = bytes;
-        self
-    }
-    /// Sets [`Config::max_frame_size`].
-    pub fn with_max_frame_size(mut self, bytes: usize) -> Self {
-        self.max_frame_size = bytes;
-        self
-    }
-    /// Sets [`Config::max_read_ahead`].
-    pub fn with_max_read_ahead(mut self, bytes: usize) -> Self {
-        self.max_read_ahead = bytes;
-        self
-    }
-    /// Sets [`Config::delivery`]: whole messages (default) or chunks as they arrive (for
-    /// messages larger than memory).
-    pub fn with_delivery(mut self, delivery: Delivery) -> Self {
-        self.delivery = delivery;
-        self
-    }
-    /// Sets [`Config::read_buffer_size`] (at least 256).
-    pub fn with_read_buffer_size(mut self, bytes: usize) -> Self {
-        self.read_buffer_size = bytes.max(256);
-        self
-    }
-    /// Sets [`Config::send_queue_high_water`].
-    pub fn with_send_queue_high_water(mut self, bytes: usize) -> Self {
-        self.send_queue_high_water = bytes;
-        self
-    }
-    /// Sets [`Config::control_queue_capacity`] (at least 1).
-    pub fn with_control_queue_capacity(mut self, frames: usize) -> Self {
-        self.control_queue_capacity = frames.max(1);
-        self
-    }
     /// Sets the keepalive: a ping after `interval` without receiving anything, and failure
     /// when nothing answers it within `pong_timeout`. `None` turns it off.
     pub fn with_keepalive(mut self, interval: Option<Duration>, pong_timeout: Duration) -> Self {
         self.keepalive_interval = interval;
         self.pong_timeout = Some(pong_timeout);
-        self
-    }
-    /// Sets [`Config::idle_timeout`]: close (1001) after this long without progress.
-    pub fn with_idle_timeout(mut self, t: Option<Duration>) -> Self {
-        self.idle_timeout = t;
-        self
-    }
-    /// Sets [`Config::message_timeout`].
-    pub fn with_message_timeout(mut self, t: Option<Duration>) -> Self {
-        self.message_timeout = t;
         self
     }
     /// Sets [`Config::linger_timeout`] and [`Config::linger_bytes`].
@@ -209,16 +163,32 @@ impl Config {
         self.linger_bytes = bytes;
         self
     }
+}
+
+setters! { Config {
+    /// Sets [`Config::max_message_size`] (inflated size when compressed).
+    with_max_message_size(bytes: usize) => max_message_size;
+    /// Sets [`Config::max_frame_size`].
+    with_max_frame_size(bytes: usize) => max_frame_size;
+    /// Sets [`Config::max_read_ahead`].
+    with_max_read_ahead(bytes: usize) => max_read_ahead;
+    /// Sets [`Config::delivery`]: whole messages (default) or chunks as they arrive (for
+    /// messages larger than memory).
+    with_delivery(delivery: Delivery) => delivery;
+    /// Sets [`Config::read_buffer_size`] (at least 256).
+    with_read_buffer_size(bytes: usize) => read_buffer_size = bytes.max(256);
+    /// Sets [`Config::send_queue_high_water`].
+    with_send_queue_high_water(bytes: usize) => send_queue_high_water;
+    /// Sets [`Config::control_queue_capacity`] (at least 1).
+    with_control_queue_capacity(frames: usize) => control_queue_capacity = frames.max(1);
+    /// Sets [`Config::idle_timeout`]: close (1001) after this long without progress.
+    with_idle_timeout(t: Option<Duration>) => idle_timeout;
+    /// Sets [`Config::message_timeout`].
+    with_message_timeout(t: Option<Duration>) => message_timeout;
     /// Sets [`Config::budget`]: the memory budget shared with other connections (`None`:
     /// none, only the per-connection limits).
-    pub fn with_budget(mut self, budget: Option<Budget>) -> Self {
-        self.budget = budget;
-        self
-    }
+    with_budget(budget: Option<Budget>) => budget;
     /// Sets [`Config::close_timeout`]: how long to wait for the peer's close after ours
     /// (and for the transport to close after the close handshake).
-    pub fn with_close_timeout(mut self, t: Duration) -> Self {
-        self.close_timeout = Some(t);
-        self
-    }
-}
+    with_close_timeout(t: Duration) => close_timeout = Some(t);
+} }

@@ -178,67 +178,30 @@ impl DeflateConfig {
     pub fn new() -> Self {
         Self::default()
     }
-
-    /// Sets [`DeflateConfig::server_no_context_takeover`].
-    pub fn server_no_context_takeover(mut self, on: bool) -> Self {
-        self.server_no_context_takeover = on;
-        self
-    }
-
-    /// Sets [`DeflateConfig::client_no_context_takeover`].
-    pub fn client_no_context_takeover(mut self, on: bool) -> Self {
-        self.client_no_context_takeover = on;
-        self
-    }
-
-    /// Sets [`DeflateConfig::server_max_window_bits`].
-    pub fn server_max_window_bits(mut self, bits: u8) -> Self {
-        self.server_max_window_bits = bits;
-        self
-    }
-
-    /// Sets [`DeflateConfig::client_max_window_bits`].
-    pub fn client_max_window_bits(mut self, bits: u8) -> Self {
-        self.client_max_window_bits = bits;
-        self
-    }
-
-    /// Sets [`DeflateConfig::level`].
-    pub fn level(mut self, level: i32) -> Self {
-        self.level = level;
-        self
-    }
-
-    /// Sets [`DeflateConfig::mem_level`].
-    pub fn mem_level(mut self, mem_level: u8) -> Self {
-        self.mem_level = mem_level;
-        self
-    }
-
-    /// Sets [`DeflateConfig::min_size`].
-    pub fn min_size(mut self, min_size: usize) -> Self {
-        self.min_size = min_size;
-        self
-    }
-
-    /// Sets [`DeflateConfig::skip_if_not_smaller`].
-    pub fn skip_if_not_smaller(mut self, on: bool) -> Self {
-        self.skip_if_not_smaller = on;
-        self
-    }
-
-    /// Sets [`DeflateConfig::predict_incompressible`].
-    pub fn predict_incompressible(mut self, on: bool) -> Self {
-        self.predict_incompressible = on;
-        self
-    }
-
-    /// Sets [`DeflateConfig::policy`].
-    pub fn policy(mut self, policy: CompressorPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
 }
+
+setters! { DeflateConfig {
+    /// Sets [`DeflateConfig::server_no_context_takeover`].
+    server_no_context_takeover(on: bool) => server_no_context_takeover;
+    /// Sets [`DeflateConfig::client_no_context_takeover`].
+    client_no_context_takeover(on: bool) => client_no_context_takeover;
+    /// Sets [`DeflateConfig::server_max_window_bits`].
+    server_max_window_bits(bits: u8) => server_max_window_bits;
+    /// Sets [`DeflateConfig::client_max_window_bits`].
+    client_max_window_bits(bits: u8) => client_max_window_bits;
+    /// Sets [`DeflateConfig::level`].
+    level(level: i32) => level;
+    /// Sets [`DeflateConfig::mem_level`].
+    mem_level(mem_level: u8) => mem_level;
+    /// Sets [`DeflateConfig::min_size`].
+    min_size(min_size: usize) => min_size;
+    /// Sets [`DeflateConfig::skip_if_not_smaller`].
+    skip_if_not_smaller(on: bool) => skip_if_not_smaller;
+    /// Sets [`DeflateConfig::predict_incompressible`].
+    predict_incompressible(on: bool) => predict_incompressible;
+    /// Sets [`DeflateConfig::policy`].
+    policy(policy: CompressorPolicy) => policy;
+} }
 
 /// A permessage-deflate failure. Maps to a close code with [`DeflateError::close_code`].
 #[derive(Clone, Debug, PartialEq, Eq)]

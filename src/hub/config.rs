@@ -74,40 +74,17 @@ impl Default for HubConfig {
     }
 }
 
-impl HubConfig {
+setters! { HubConfig {
     /// Sets [`slow_consumer`](Self::slow_consumer).
-    pub fn with_slow_consumer(mut self, policy: SlowConsumer) -> Self {
-        self.slow_consumer = policy;
-        self
-    }
-
+    with_slow_consumer(policy: SlowConsumer) => slow_consumer;
     /// Sets [`max_message_size`](Self::max_message_size).
-    pub fn with_max_message_size(mut self, bytes: usize) -> Self {
-        self.max_message_size = bytes;
-        self
-    }
-
+    with_max_message_size(bytes: usize) => max_message_size;
     /// Sets [`history`](Self::history).
-    pub fn with_history(mut self, history: Option<HistoryConfig>) -> Self {
-        self.history = history;
-        self
-    }
-
+    with_history(history: Option<HistoryConfig>) => history;
     /// Sets [`max_topics_per_connection`](Self::max_topics_per_connection).
-    pub fn with_max_topics_per_connection(mut self, n: usize) -> Self {
-        self.max_topics_per_connection = n;
-        self
-    }
-
+    with_max_topics_per_connection(n: usize) => max_topics_per_connection;
     /// Sets [`compression_level`](Self::compression_level).
-    pub fn with_compression_level(mut self, level: i32) -> Self {
-        self.compression_level = level.clamp(0, 9);
-        self
-    }
-
+    with_compression_level(level: i32) => compression_level = level.clamp(0, 9);
     /// Sets [`recovery_timeout`](Self::recovery_timeout).
-    pub fn with_recovery_timeout(mut self, t: Duration) -> Self {
-        self.recovery_timeout = t;
-        self
-    }
-}
+    with_recovery_timeout(t: Duration) => recovery_timeout;
+} }

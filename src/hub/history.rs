@@ -71,19 +71,12 @@ impl Default for HistoryConfig {
     }
 }
 
-impl HistoryConfig {
+setters! { HistoryConfig {
     /// Sets [`capacity`](Self::capacity) (at least 1).
-    pub fn with_capacity(mut self, n: usize) -> Self {
-        self.capacity = n.max(1);
-        self
-    }
-
+    with_capacity(n: usize) => capacity = n.max(1);
     /// Sets [`ttl`](Self::ttl).
-    pub fn with_ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
-}
+    with_ttl(ttl: Duration) => ttl;
+} }
 
 /// A page of history from a broker or a ring: the topic's epoch and latest offset, and the
 /// entries after the asked-for offset (each an envelope with its position), oldest first.

@@ -48,19 +48,14 @@ impl NatsConfig {
             backoff_max: Duration::from_secs(5),
         }
     }
-
-    /// Sets [`prefix`](Self::prefix).
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Sets [`backoff_max`](Self::backoff_max).
-    pub fn with_backoff_max(mut self, max: Duration) -> Self {
-        self.backoff_max = max;
-        self
-    }
 }
+
+setters! { NatsConfig {
+    /// Sets [`prefix`](Self::prefix).
+    with_prefix(prefix: impl Into<String>) => prefix = prefix.into();
+    /// Sets [`backoff_max`](Self::backoff_max).
+    with_backoff_max(max: Duration) => backoff_max;
+} }
 
 struct Inner {
     config: NatsConfig,

@@ -312,12 +312,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
     /// [`send_with`](Self::send_with)).
-    pub fn feed_with(
-        &mut self,
-        msg: Message,
-        compression: Compression,
-    ) -> impl Future<Output = Result<(), Error>> + '_ {
-        self.put(msg, compression, Put::Feed)
+    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        self.put(msg, compression, Put::Feed).await
     }
 
     /// Sends `msg`: waits for room in the send queue, queues it and writes the queue out.

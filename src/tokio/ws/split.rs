@@ -318,12 +318,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
 
     /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
     /// [`WebSocket::send_with`]).
-    pub fn feed_with(
-        &mut self,
-        msg: Message,
-        compression: Compression,
-    ) -> impl Future<Output = Result<(), Error>> + '_ {
-        self.put(msg, compression, Put::Feed)
+    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        self.put(msg, compression, Put::Feed).await
     }
 
     /// Sends `msg`: waits for room, queues it and writes the queue out.
