@@ -383,6 +383,31 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// Link definitions for items behind a feature, on the item that follows: with the
+/// feature, an intra-doc link; without it, the item's page on docs.rs (which documents
+/// every feature), so that `cargo doc` has no broken link in any set of features.
+///
+/// ```text
+/// feature_links! {
+///     [
+///         "deflate" "[`DeflateConfig`]": "crate::deflate::DeflateConfig", "deflate/struct.DeflateConfig.html";
+///     ]
+///     pub enum Compression { ... }
+/// }
+/// ```
+macro_rules! feature_links {
+    ([$( $feature:literal $text:literal: $path:literal, $page:literal; )*] $item:item) => {
+        $(
+            #[cfg_attr(feature = $feature, doc = concat!($text, ": ", $path))]
+            #[cfg_attr(
+                not(feature = $feature),
+                doc = concat!($text, ": https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/", $page)
+            )]
+        )*
+        $item
+    };
+}
+
 /// `with_*` setters for a config struct, one line each:
 ///
 /// ```text
@@ -462,50 +487,26 @@ pub mod guide {
     // features are reference links, to the item with its feature and to docs.rs (which
     // documents every feature) without it, so `cargo doc` stays free of broken links in
     // every feature set. Without the default layers the guide is a pointer to docs.rs.
-    #[cfg(all(feature = "tokio", feature = "blocking", feature = "deflate"))]
-    #[doc = include_str!("docs/MIGRATION.md")]
-    #[cfg_attr(feature = "axum", doc = "[axum-mod]: mod@crate::axum")]
-    #[cfg_attr(not(feature = "axum"), doc = concat!("[axum-mod]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/axum/index.html"))]
-    #[cfg_attr(
-        feature = "axum",
-        doc = "[axum-upgrade]: crate::axum::WebSocketUpgrade"
-    )]
-    #[cfg_attr(not(feature = "axum"), doc = concat!("[axum-upgrade]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/axum/struct.WebSocketUpgrade.html"))]
-    #[cfg_attr(
-        feature = "axum",
-        doc = "[axum-headers]: crate::axum::WebSocketUpgrade::headers"
-    )]
-    #[cfg_attr(not(feature = "axum"), doc = concat!("[axum-headers]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/axum/struct.WebSocketUpgrade.html#method.headers"))]
-    #[cfg_attr(feature = "hyper", doc = "[hyper-ws]: crate::hyper::HyperWebSocket")]
-    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-ws]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/type.HyperWebSocket.html"))]
-    #[cfg_attr(feature = "hyper", doc = "[hyper-upgrade]: fn@crate::hyper::upgrade")]
-    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-upgrade]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/fn.upgrade.html"))]
-    #[cfg_attr(
-        feature = "hyper",
-        doc = "[hyper-is-deflate]: crate::hyper::UpgradeFuture::is_deflate"
-    )]
-    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-is-deflate]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/struct.UpgradeFuture.html#method.is_deflate"))]
-    #[cfg_attr(feature = "hyper", doc = "[hyper-refusal]: crate::hyper::Refusal")]
-    #[cfg_attr(not(feature = "hyper"), doc = concat!("[hyper-refusal]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hyper/struct.Refusal.html"))]
-    #[cfg_attr(feature = "rustls", doc = "[tls-mod]: mod@crate::tls")]
-    #[cfg_attr(not(feature = "rustls"), doc = concat!("[tls-mod]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tls/index.html"))]
-    #[cfg_attr(feature = "rustls", doc = "[with-tls]: crate::ClientConfig::with_tls")]
-    #[cfg_attr(not(feature = "rustls"), doc = concat!("[with-tls]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/config/struct.ClientConfig.html#method.with_tls"))]
-    #[cfg_attr(
-        feature = "tokio-rustls",
-        doc = "[connect-tls]: crate::tokio::connect_tls"
-    )]
-    #[cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[connect-tls]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.connect_tls.html"))]
-    #[cfg_attr(
-        feature = "tokio-rustls",
-        doc = "[accept-tls]: crate::tokio::accept_tls"
-    )]
-    #[cfg_attr(not(feature = "tokio-rustls"), doc = concat!("[accept-tls]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept_tls.html"))]
-    #[cfg_attr(feature = "hub", doc = "[hub-mod]: mod@crate::hub")]
-    #[cfg_attr(not(feature = "hub"), doc = concat!("[hub-mod]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hub/index.html"))]
-    #[cfg_attr(feature = "hub", doc = "[hub-join]: crate::hub::Hub::join")]
-    #[cfg_attr(not(feature = "hub"), doc = concat!("[hub-join]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/hub/struct.Hub.html#method.join"))]
-    pub mod migration {}
+    feature_links! {
+        [
+            "axum" "[axum-mod]": "mod@crate::axum", "axum/index.html";
+            "axum" "[axum-upgrade]": "crate::axum::WebSocketUpgrade", "axum/struct.WebSocketUpgrade.html";
+            "axum" "[axum-headers]": "crate::axum::WebSocketUpgrade::headers", "axum/struct.WebSocketUpgrade.html#method.headers";
+            "hyper" "[hyper-ws]": "crate::hyper::HyperWebSocket", "hyper/type.HyperWebSocket.html";
+            "hyper" "[hyper-upgrade]": "fn@crate::hyper::upgrade", "hyper/fn.upgrade.html";
+            "hyper" "[hyper-is-deflate]": "crate::hyper::UpgradeFuture::is_deflate", "hyper/struct.UpgradeFuture.html#method.is_deflate";
+            "hyper" "[hyper-refusal]": "crate::hyper::Refusal", "hyper/struct.Refusal.html";
+            "rustls" "[tls-mod]": "mod@crate::tls", "tls/index.html";
+            "rustls" "[with-tls]": "crate::ClientConfig::with_tls", "config/struct.ClientConfig.html#method.with_tls";
+            "tokio-rustls" "[connect-tls]": "crate::tokio::connect_tls", "tokio/fn.connect_tls.html";
+            "tokio-rustls" "[accept-tls]": "crate::tokio::accept_tls", "tokio/fn.accept_tls.html";
+            "hub" "[hub-mod]": "mod@crate::hub", "hub/index.html";
+            "hub" "[hub-join]": "crate::hub::Hub::join", "hub/struct.Hub.html#method.join";
+        ]
+        #[cfg(all(feature = "tokio", feature = "blocking", feature = "deflate"))]
+        #[doc = include_str!("docs/MIGRATION.md")]
+        pub mod migration {}
+    }
 
     #[cfg(not(all(feature = "tokio", feature = "blocking", feature = "deflate")))]
     #[doc = concat!(

@@ -304,75 +304,58 @@ impl<'a> MessageRef<'a> {
     }
 }
 
-/// Whether one data message is compressed, on a connection that agreed
-/// permessage-deflate (RFC 7692). Given to the `*_with` send calls
-/// ([`Connection::send_with`](crate::connection::Connection::send_with),
-/// [`Connection::begin_message_with`](crate::connection::Connection::begin_message_with), the IO
-/// layers' `send_with`, `feed_with`, `try_send_with`, `begin_message_with` and
-/// `send_from_with`) and held by a prepared message
-/// ([`PreparedMessage::with_compression`](crate::connection::PreparedMessage::with_compression));
-/// the plain calls use [`Auto`](Compression::Auto).
-///
-/// [`Auto`](Compression::Auto) leaves the choice to the connection's settings: a whole
-/// message goes uncompressed when it is shorter than [`DeflateConfig::min_size`], looks
-/// incompressible ([`DeflateConfig::predict_incompressible`]) or, with
-/// [`DeflateConfig::skip_if_not_smaller`], did not shrink; a message sent as fragments
-/// is compressed. [`Never`](Compression::Never) and [`Always`](Compression::Always)
-/// override those settings for one message.
-///
-/// Without permessage-deflate every message goes uncompressed, whatever this says;
-/// control frames are never compressed (RFC 7692 6.1).
-///
-/// The two ends' compression contexts stay in step with or without context takeover: a
-/// message sent uncompressed never passes through our compressor, and the peer's
-/// inflater never sees it either (RFC 7692 6.1 lets any message go uncompressed), so the
-/// next compressed message inflates at the peer as if the uncompressed one had not been
-/// sent.
-///
-/// ```
-/// use rapidws::Compression;
-///
-/// assert_eq!(Compression::default(), Compression::Auto);
-/// ```
-#[cfg_attr(
-    feature = "deflate",
-    doc = "[`DeflateConfig::min_size`]: crate::deflate::DeflateConfig::min_size"
-)]
-#[cfg_attr(
-    not(feature = "deflate"),
-    doc = concat!("[`DeflateConfig::min_size`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/deflate/struct.DeflateConfig.html#structfield.min_size")
-)]
-#[cfg_attr(
-    feature = "deflate",
-    doc = "[`DeflateConfig::predict_incompressible`]: crate::deflate::DeflateConfig::predict_incompressible"
-)]
-#[cfg_attr(
-    not(feature = "deflate"),
-    doc = concat!("[`DeflateConfig::predict_incompressible`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/deflate/struct.DeflateConfig.html#structfield.predict_incompressible")
-)]
-#[cfg_attr(
-    feature = "deflate",
-    doc = "[`DeflateConfig::skip_if_not_smaller`]: crate::deflate::DeflateConfig::skip_if_not_smaller"
-)]
-#[cfg_attr(
-    not(feature = "deflate"),
-    doc = concat!("[`DeflateConfig::skip_if_not_smaller`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/deflate/struct.DeflateConfig.html#structfield.skip_if_not_smaller")
-)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Compression {
-    /// The connection's settings decide (see [`Compression`]).
-    #[default]
-    Auto,
-    /// Uncompressed: RSV1 clear, the payload as it is. For data that is already
-    /// compressed or encrypted, and for small latency-critical messages: costs no
-    /// compressor time, and leaves the compressor's history as it was.
-    Never,
-    /// Compressed, whatever its size or contents: the size threshold, the
-    /// incompressibility test and `skip_if_not_smaller` do not apply. A direction agreed
-    /// with an 8-bit window, with which zlib cannot compress, still sends whole messages
-    /// uncompressed.
-    Always,
+feature_links! {
+    [
+        "deflate" "[`DeflateConfig::min_size`]": "crate::deflate::DeflateConfig::min_size", "deflate/struct.DeflateConfig.html#structfield.min_size";
+        "deflate" "[`DeflateConfig::predict_incompressible`]": "crate::deflate::DeflateConfig::predict_incompressible", "deflate/struct.DeflateConfig.html#structfield.predict_incompressible";
+        "deflate" "[`DeflateConfig::skip_if_not_smaller`]": "crate::deflate::DeflateConfig::skip_if_not_smaller", "deflate/struct.DeflateConfig.html#structfield.skip_if_not_smaller";
+    ]
+    /// Whether one data message is compressed, on a connection that agreed
+    /// permessage-deflate (RFC 7692). Given to the `*_with` send calls
+    /// ([`Connection::send_with`](crate::connection::Connection::send_with),
+    /// [`Connection::begin_message_with`](crate::connection::Connection::begin_message_with), the IO
+    /// layers' `send_with`, `feed_with`, `try_send_with`, `begin_message_with` and
+    /// `send_from_with`) and held by a prepared message
+    /// ([`PreparedMessage::with_compression`](crate::connection::PreparedMessage::with_compression));
+    /// the plain calls use [`Auto`](Compression::Auto).
+    ///
+    /// [`Auto`](Compression::Auto) leaves the choice to the connection's settings: a whole
+    /// message goes uncompressed when it is shorter than [`DeflateConfig::min_size`], looks
+    /// incompressible ([`DeflateConfig::predict_incompressible`]) or, with
+    /// [`DeflateConfig::skip_if_not_smaller`], did not shrink; a message sent as fragments
+    /// is compressed. [`Never`](Compression::Never) and [`Always`](Compression::Always)
+    /// override those settings for one message.
+    ///
+    /// Without permessage-deflate every message goes uncompressed, whatever this says;
+    /// control frames are never compressed (RFC 7692 6.1).
+    ///
+    /// The two ends' compression contexts stay in step with or without context takeover: a
+    /// message sent uncompressed never passes through our compressor, and the peer's
+    /// inflater never sees it either (RFC 7692 6.1 lets any message go uncompressed), so the
+    /// next compressed message inflates at the peer as if the uncompressed one had not been
+    /// sent.
+    ///
+    /// ```
+    /// use rapidws::Compression;
+    ///
+    /// assert_eq!(Compression::default(), Compression::Auto);
+    /// ```
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum Compression {
+        /// The connection's settings decide (see [`Compression`]).
+        #[default]
+        Auto,
+        /// Uncompressed: RSV1 clear, the payload as it is. For data that is already
+        /// compressed or encrypted, and for small latency-critical messages: costs no
+        /// compressor time, and leaves the compressor's history as it was.
+        Never,
+        /// Compressed, whatever its size or contents: the size threshold, the
+        /// incompressibility test and `skip_if_not_smaller` do not apply. A direction agreed
+        /// with an 8-bit window, with which zlib cannot compress, still sends whole messages
+        /// uncompressed.
+        Always,
+    }
 }
 
 #[cfg(test)]
