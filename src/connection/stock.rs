@@ -1,9 +1,10 @@
 //! A per-thread stock of empty receive buffers grown for large messages.
 //!
 //! A connection that receives large messages needs a large buffer while one arrives, and
-//! none while it waits for the next. Kept per connection, those buffers sit out of cache:
-//! a server echoing 16 KiB messages on 1,000 connections held 49 MB of them and ran from
-//! main memory. Given back when a read finds nothing to read
+//! none while it waits for the next. Kept per connection, those buffers would sit out of
+//! cache: a server echoing 16 KiB messages on 1,000 connections would hold 49 MB of them
+//! and work from main memory (`benches/RESULTS.md`, instruction counts). Given back when a
+//! read finds nothing to read
 //! ([`Connection::read_would_block`](super::Connection::read_would_block)) and taken by
 //! the next connection on the same thread with something to read, a few buffers serve
 //! them all, still in cache. Small buffers are not stocked: a connection keeps its own
