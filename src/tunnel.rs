@@ -99,7 +99,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tunnel<S> {
                 Err(TrySendError::QueueFull(back)) => {
                     msg = back;
                     // An empty queue accepts any one message, so this loop ends.
-                    ready!(self.ws.poll_flush_queue(cx)).map_err(io::Error::from)?;
+                    ready!(self.ws.poll_flush_io(cx))?;
                 }
                 Err(TrySendError::Failed(e)) => return Poll::Ready(Err(e.into())),
             }
@@ -154,10 +154,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tunnel<S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut()
-            .ws
-            .poll_flush_queue(cx)
-            .map_err(io::Error::from)
+        self.get_mut().ws.poll_flush_io(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -167,6 +164,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tunnel<S> {
             ready!(this.poll_queue(cx, Message::Binary(Bytes::new())))?;
             this.write_eof = true;
         }
-        this.ws.poll_flush_queue(cx).map_err(io::Error::from)
+        this.ws.poll_flush_io(cx)
     }
 }

@@ -284,6 +284,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.engine.poll_flush(cx, &mut self.io)
     }
 
+    /// [`poll_flush_queue`](Self::poll_flush_queue) for the `AsyncWrite` views of a
+    /// connection ([`MessageWriter`], the tunnel): the error as an `io::Error`.
+    pub(crate) fn poll_flush_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush_queue(cx).map_err(io::Error::from)
+    }
+
     /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
     /// high-water mark.
     pub fn try_send(&mut self, msg: Message) -> Result<(), TrySendError> {

@@ -114,10 +114,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut()
-            .ws
-            .poll_flush_queue(cx)
-            .map_err(io::Error::from)
+        self.get_mut().ws.poll_flush_io(cx)
     }
 
     /// Ends the message with an empty final fragment, then flushes.
@@ -127,7 +124,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
             this.ws.engine.send_with(|c| c.end_message(&[]))?;
             this.finished = true;
         }
-        this.ws.poll_flush_queue(cx).map_err(io::Error::from)
+        this.ws.poll_flush_io(cx)
     }
 }
 
