@@ -3,9 +3,10 @@
 //! The decoder works on a caller-owned, mutable receive buffer. It parses a header as soon
 //! as its bytes are there, then unmasks (and, for text, UTF-8-validates) the payload in
 //! place while it arrives, so a frame is never rescanned and a bad text message fails at
-//! the first chunk where the error is certain. When the buffer holds a burst of complete
-//! frames, it scans their headers in one pass and unmasks and validates them in one loop
-//! ([`DecoderConfig::batch`]), with the same items and errors. Every protocol rule of RFC
+//! the first chunk where the error is certain. A whole single-frame message is checked,
+//! unmasked and validated in one step. Batch decoding ([`DecoderConfig::batch`], off by
+//! default: it measured slower) scans the headers of a burst of complete frames in one
+//! pass instead, with the same items and errors. Every protocol rule of RFC
 //! 6455 section 5 is enforced here, frame by frame, and each violation is a
 //! [`ProtocolError`] that maps to its close code.
 //!
