@@ -265,7 +265,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         let r = self.shared.lock().engine.queue(msg, compression);
         if closing {
             // The reading half arms the close timeout.
-            WakerPair::wake_slot(&self.shared.wakers.reader);
+            self.wake_pump();
         }
         r
     }
@@ -353,7 +353,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
             if closing && msg.is_none() {
                 // The reading half arms the close timeout.
                 closing = false;
-                WakerPair::wake_slot(&self.shared.wakers.reader);
+                self.wake_pump();
             }
             r
         })
