@@ -742,6 +742,31 @@ fn announced_frame_size_does_not_allocate_ahead() {
     assert!(conn.recv_buffer().capacity() < 64 * 1024);
 }
 
+/// Feeds `client`'s pending output to `server` through `reserve_read`, each read filling
+/// the room offered, until a message comes out; returns it and the number of reads.
+fn read_one_message(
+    server: &mut Connection,
+    client: &mut Connection,
+    now: Instant,
+) -> (Message, usize) {
+    let mut wire = Vec::new();
+    client.write_pending(&mut wire);
+    let mut at = 0;
+    let mut reads = 0;
+    loop {
+        if let Some(ev) = server.poll_message() {
+            return (ev.unwrap(), reads);
+        }
+        assert!(at < wire.len(), "the message was all delivered");
+        let buf = server.reserve_read();
+        let n = (buf.capacity() - buf.len()).min(wire.len() - at);
+        buf.extend_from_slice(&wire[at..at + n]);
+        server.handle_received(now);
+        at += n;
+        reads += 1;
+    }
+}
+
 /// Reads through `reserve_read` as an IO layer does: each read takes what the socket has,
 /// up to the room offered. A stream of 16 KiB messages, each in the socket whole, settles
 /// to one read per message: the room made between messages fits the next one, so no frame
@@ -755,23 +780,7 @@ fn a_stream_of_16_kib_messages_settles_to_one_read_each() {
     let mut reads_per_message = Vec::new();
     for _ in 0..24 {
         client.send(MessageKind::Binary, &payload).unwrap();
-        let mut wire = Vec::new();
-        client.write_pending(&mut wire);
-        let mut at = 0;
-        let mut reads = 0;
-        let got = loop {
-            if let Some(ev) = server.poll_message() {
-                break ev.unwrap();
-            }
-            assert!(at < wire.len(), "the message was all delivered");
-            let buf = server.reserve_read();
-            let room = buf.capacity() - buf.len();
-            let n = room.min(wire.len() - at);
-            buf.extend_from_slice(&wire[at..at + n]);
-            server.handle_received(now);
-            at += n;
-            reads += 1;
-        };
+        let (got, reads) = read_one_message(&mut server, &mut client, now);
         assert_eq!(got.as_bytes(), &payload[..]);
         reads_per_message.push(reads);
     }
@@ -779,25 +788,6 @@ fn a_stream_of_16_kib_messages_settles_to_one_read_each() {
         reads_per_message[4..].iter().all(|&r| r == 1),
         "reads per message: {reads_per_message:?}"
     );
-}
-
-/// Feeds `client`'s pending output to `server` through `reserve_read`, one read at a
-/// time, until a message comes out.
-fn read_one_message(server: &mut Connection, client: &mut Connection, now: Instant) -> Message {
-    let mut wire = Vec::new();
-    client.write_pending(&mut wire);
-    let mut at = 0;
-    loop {
-        if let Some(ev) = server.poll_message() {
-            return ev.unwrap();
-        }
-        assert!(at < wire.len(), "the message was all delivered");
-        let buf = server.reserve_read();
-        let n = (buf.capacity() - buf.len()).min(wire.len() - at);
-        buf.extend_from_slice(&wire[at..at + n]);
-        server.handle_received(now);
-        at += n;
-    }
 }
 
 /// A connection receiving large messages holds no receive buffer while it waits: a read
@@ -818,7 +808,7 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
     for _ in 0..4 {
         ca.send(MessageKind::Binary, &large).unwrap();
         assert_eq!(
-            read_one_message(&mut a, &mut ca, now).as_bytes(),
+            read_one_message(&mut a, &mut ca, now).0.as_bytes(),
             &large[..]
         );
     }
@@ -834,7 +824,7 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
     cb.send(MessageKind::Binary, &large).unwrap();
     assert_eq!(b.reserve_read().as_ptr(), stocked);
     assert_eq!(
-        read_one_message(&mut b, &mut cb, now).as_bytes(),
+        read_one_message(&mut b, &mut cb, now).0.as_bytes(),
         &large[..]
     );
 
@@ -843,7 +833,7 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
     for _ in 0..4 {
         cc.send(MessageKind::Binary, &[1; 1024]).unwrap();
         assert_eq!(
-            read_one_message(&mut c, &mut cc, now).as_bytes(),
+            read_one_message(&mut c, &mut cc, now).0.as_bytes(),
             &[1; 1024][..]
         );
     }
