@@ -229,6 +229,30 @@ async fn split_halves_work_from_different_tasks() {
 }
 
 #[tokio::test]
+async fn write_half_has_the_whole_connections_send_shorthands() {
+    let addr = echo_server(server_config()).await;
+    let ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
+        .await
+        .unwrap();
+    let (mut rd, mut wr) = ws.into_split();
+    bounded(wr.send_text("from the half")).await.unwrap();
+    bounded(wr.send_binary(vec![1u8, 2, 3])).await.unwrap();
+    bounded(wr.ping(&b"half"[..])).await.unwrap();
+    assert_eq!(
+        bounded(rd.recv()).await.unwrap(),
+        Some(Message::text("from the half"))
+    );
+    assert_eq!(
+        bounded(rd.recv()).await.unwrap(),
+        Some(Message::Binary(Bytes::from_static(&[1, 2, 3])))
+    );
+    assert_eq!(
+        bounded(rd.recv()).await.unwrap(),
+        Some(Message::Pong(Bytes::from_static(b"half")))
+    );
+}
+
+#[tokio::test]
 async fn stream_and_sink_traits_move_messages() {
     use futures_core::Stream;
     use futures_sink::Sink;

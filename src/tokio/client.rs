@@ -8,7 +8,7 @@ use tokio::net::TcpStream;
 use crate::codec::Role;
 use crate::config::ClientConfig;
 use crate::error::Error;
-use crate::handshake::{ClientHandshake, Response};
+use crate::handshake::{ClientHandshake, ClientRequest, Response};
 use crate::url::UrlError;
 use crate::url::WsUrl;
 
@@ -61,7 +61,8 @@ pub(crate) async fn connect_url(
                 let stream = super::tls::tls_handshake(tls, name, tcp).await?;
                 Ok(MaybeTlsStream::Rustls(Box::new(stream)))
             };
-            return handshake(tls, &url.host_header(), &url.resource, config).await;
+            let request = config.request(&url.host_header(), &url.resource);
+            return handshake(tls, request, config).await;
         }
         #[cfg(not(feature = "tokio-rustls"))]
         return Err(Error::Url(UrlError::TlsUnavailable));
@@ -132,24 +133,21 @@ pub async fn client_handshake_with_response<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    handshake(async { Ok(stream) }, host, path, config).await
+    handshake(async { Ok(stream) }, config.request(host, path), config).await
 }
 
-/// The client handshake on the stream `open` gives (after a TLS handshake, say), the two
-/// within the handshake timeout.
-async fn handshake<S, O>(
-    open: O,
-    host: &str,
-    path: &str,
-    config: &ClientConfig,
-) -> Result<(WebSocket<S>, Response), Error>
+/// What a client handshake ends with: the connection and the server's response.
+type Handshaken<S> = Result<(WebSocket<S>, Response), Error>;
+
+/// Sends `request` on the stream `open` gives (after a TLS handshake, say) and reads the
+/// answer, the two within the handshake timeout.
+async fn handshake<S, O>(open: O, request: ClientRequest, config: &ClientConfig) -> Handshaken<S>
 where
     S: AsyncRead + AsyncWrite + Unpin,
     O: Future<Output = Result<S, Error>>,
 {
     within(config.handshake_timeout, async {
         let mut stream = open.await?;
-        let request = config.request(host, path);
         let (mut hs, bytes) = ClientHandshake::new(&request, config.handshake.clone())
             .map_err(Error::ClientHandshake)?;
         stream.write_all(&bytes).await?;
@@ -201,5 +199,6 @@ pub async fn connect_tls_with_response(
     let (tls, name) = super::tls::prepare(&url, config, tls)?;
     let tcp = open_stream(&url.host, url.port, true, config).await?;
     let tls = super::tls::tls_handshake(tls, name, tcp);
-    handshake(tls, &url.host_header(), &url.resource, config).await
+    let request = config.request(&url.host_header(), &url.resource);
+    handshake(tls, request, config).await
 }

@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
 use crate::codec::{CloseCode, HeaderBuf, MessageKind};
-use crate::connection::{self, Connection, OwnedEvent, Raw};
+use crate::connection::{self, Connection, Raw};
 use crate::error::Error;
 use crate::message::{Compression, Message};
 
@@ -316,54 +316,40 @@ impl Engine {
         compression: Compression,
         put: Put,
     ) -> Poll<Result<(), Error>> {
-        let lone = match put {
-            Put::Send => true,
-            Put::Feed => false,
-            Put::Alone => self.conn.buffered_input() == 0,
-        };
-        let whole = ready!(self.poll_put(cx, io, msg, compression, lone))?;
+        // Whether it went out whole; `msg` is `None` once an earlier poll took it (and
+        // queued it, or what the socket did not take of it).
+        let mut whole = false;
+        if let Some(len) = msg.as_ref().map(Message::len) {
+            if !self.has_room(len) {
+                ready!(self.poll_room(cx, io, len))?;
+            }
+            let lone = match put {
+                Put::Send => true,
+                Put::Feed => false,
+                Put::Alone => self.conn.buffered_input() == 0,
+            };
+            let kind = match msg {
+                Some(Message::Text(_)) => Some(MessageKind::Text),
+                Some(Message::Binary(_)) => Some(MessageKind::Binary),
+                _ => None,
+            };
+            let header = kind
+                .filter(|_| lone && io.wr().is_write_vectored())
+                .and_then(|kind| self.conn.lone_header(kind, len));
+            match (msg.take(), header) {
+                (Some(msg), Some(header)) => {
+                    whole = self.poll_write_lone(cx, io, &header, msg.into_data())?;
+                }
+                (Some(msg), None) => self.queue(msg, compression)?,
+                (None, _) => {}
+            }
+        }
         match put {
             // It went out whole: nothing else is queued.
             Put::Send if whole => io.wr().poll_flush(cx).map_err(Error::Io),
             Put::Send => self.poll_flush(cx, io),
             Put::Feed | Put::Alone => Poll::Ready(Ok(())),
         }
-    }
-
-    /// Puts `msg` on its way once there is room for it: written as a lone frame when
-    /// `lone` and the connection allows it, else queued. `Ready(Ok(true))` when it went
-    /// out whole; `Ready(Ok(false))` when it (or its rest) is queued, or was already taken.
-    #[inline(always)]
-    fn poll_put(
-        &mut self,
-        cx: &mut Context<'_>,
-        io: &mut dyn Io,
-        msg: &mut Option<Message>,
-        compression: Compression,
-        lone: bool,
-    ) -> Poll<Result<bool, Error>> {
-        let Some(len) = msg.as_ref().map(Message::len) else {
-            return Poll::Ready(Ok(false));
-        };
-        if !self.has_room(len) {
-            ready!(self.poll_room(cx, io, len))?;
-        }
-        let Some(msg) = msg.take() else {
-            return Poll::Ready(Ok(false));
-        };
-        let kind = match &msg {
-            Message::Text(_) => Some(MessageKind::Text),
-            Message::Binary(_) => Some(MessageKind::Binary),
-            _ => None,
-        };
-        let header = kind
-            .filter(|_| lone && io.wr().is_write_vectored())
-            .and_then(|kind| self.conn.lone_header(kind, len));
-        let Some(header) = header else {
-            self.queue(msg, compression)?;
-            return Poll::Ready(Ok(false));
-        };
-        Poll::Ready(self.poll_write_lone(cx, io, &header, msg.into_data()))
     }
 
     /// Writes a lone frame (see [`poll_message`](Self::poll_message)): `Ok(true)` when it went
@@ -478,16 +464,21 @@ impl Engine {
         }
     }
 
-    /// The next event from the peer, owned. `Ok(None)` once the connection has closed
-    /// cleanly (and after an error has been returned).
-    pub(crate) fn poll_recv(
+    /// The next event from the peer, handed over by `hand` (the connection's `raw_owned`
+    /// for an owned event, `take_message` for a message); whole messages only when
+    /// `whole`. `Ok(None)` once the connection has
+    /// closed cleanly (and after an error has been returned).
+    #[inline]
+    pub(crate) fn poll_recv_as<T>(
         &mut self,
         cx: &mut Context<'_>,
         ww: Option<&Waker>,
         io: &mut dyn Io,
-    ) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        let raw = ready!(self.poll_recv_raw(cx, ww, io, false))?;
-        Poll::Ready(Ok(raw.map(|raw| self.conn.raw_owned(raw))))
+        whole: bool,
+        hand: impl FnOnce(&mut Connection, Raw) -> T,
+    ) -> Poll<Result<Option<T>, Error>> {
+        let raw = ready!(self.poll_recv_raw(cx, ww, io, whole))?;
+        Poll::Ready(Ok(raw.map(|raw| hand(&mut self.conn, raw))))
     }
 
     /// The next event from the peer as positions in the connection's buffers, to borrow

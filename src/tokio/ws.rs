@@ -19,6 +19,188 @@ use crate::message::{CloseFrame, Compression, Message, MessageRef, Utf8Bytes};
 
 use super::engine::{Engine, Io, PairIo, Put, WriteOnly};
 
+/// `recv` and the [`Stream`] impl of [`WebSocket`] and [`ReadHalf`], written once over each
+/// type's `poll_recv`.
+macro_rules! receiving {
+    ($ty:ident) => {
+        impl<S: AsyncRead + AsyncWrite + Unpin> $ty<S> {
+            /// Receives the next message: text, binary, a ping or pong (already answered),
+            /// or the peer's close (already echoed). `Ok(None)` once the connection has
+            /// closed, and on every call after that. Cancel-safe: a message is never lost to
+            /// a dropped future.
+            ///
+            /// Receiving also writes: pongs and the close echo go out as the frames arrive,
+            /// and messages queued with `feed` or `try_send` are written when the receive
+            /// would otherwise wait. The keepalive, idle and close timers run here too, so
+            /// keep a receive pending on an open connection.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::Protocol`] or `Error::Deflate` when the peer broke the protocol (our
+            /// close with its code was sent), [`Error::Timeout`] when a timer of
+            /// [`Config`](super::Config) ran out, [`Error::Io`] when the socket failed (the
+            /// peer vanishing without a close is `UnexpectedEof`). An error is returned
+            /// once; later calls return `Ok(None)`.
+            pub fn recv(&mut self) -> impl Future<Output = Result<Option<Message>, Error>> + '_ {
+                poll_fn(move |cx| self.poll_recv(cx))
+            }
+        }
+
+        impl<S: AsyncRead + AsyncWrite + Unpin> Stream for $ty<S> {
+            type Item = Result<Message, Error>;
+
+            fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+                self.get_mut().poll_recv(cx).map(Result::transpose)
+            }
+        }
+    };
+}
+
+/// The send methods [`WebSocket`] and [`WriteHalf`] share, written once over what each
+/// type provides: `with` (the engine and the socket), `close_queued`, `try_send_with`
+/// and `begin_message_with`. `$ty` names the type in the example, `$writer` is its
+/// fragmented-message writer, and `try_send(&mut)` or `try_send(&)` is the receiver of
+/// `try_send`.
+macro_rules! send_methods {
+    ($ty:literal, $writer:ident, try_send(&$($try:tt)?)) => {
+        /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
+        /// high-water mark.
+        pub fn try_send(&$($try)? self, msg: Message) -> Result<(), TrySendError> {
+            self.try_send_with(msg, Compression::Auto)
+        }
+
+        /// Waits for room in the send queue, then queues `msg` (no flush).
+        pub fn feed(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+            self.feed_with(msg, Compression::Auto)
+        }
+
+        /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
+        /// [`send_with`](Self::send_with)).
+        pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+            self.put(msg, compression, Put::Feed).await
+        }
+
+        /// Sends `msg`: waits for room in the send queue, queues it and writes the queue
+        /// out. A `Close` message starts the closing handshake (then receive until `None`,
+        /// or use `close`).
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Closed`] after the close handshake started or the connection failed;
+        /// [`Error::Send`] for a control payload over 125 bytes, a close code that may not
+        /// be sent, or a message while [`begin_message`](Self::begin_message) is open;
+        /// [`Error::Io`] when the socket failed.
+        ///
+        /// The message leaves on the first poll when the socket takes it (the usual case:
+        /// it is written straight from `msg`, header and payload in one vectored write,
+        /// when nothing else is queued); what the socket does not take is queued then, and
+        /// the future finishes writing the queue. A future dropped after its first poll
+        /// leaves the rest in the queue, written by the next receive or flush.
+        pub fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
+            // Not an `async fn` around `send_with`'s future, which would hold a second
+            // copy of `msg`: this future lives inside every handler's.
+            self.send_with(msg, Compression::Auto)
+        }
+
+        /// [`send`](Self::send) with the choice, for this message, of whether it is
+        /// compressed on a connection that agreed permessage-deflate:
+        /// [`Compression::Never`] sends it as it is (RSV1 clear), for payloads that are
+        /// already compressed or small and urgent; [`Compression::Always`] compresses it
+        /// whatever its size or contents; [`Compression::Auto`] is `send`. Control
+        /// messages are never compressed. The next compressed message still inflates at
+        /// the peer, with or without context takeover. Fails like `send`.
+        ///
+        /// ```no_run
+        #[doc = concat!("# async fn run(mut ws: rapidws::tokio::", $ty, "<tokio::net::TcpStream>, png: bytes::Bytes) -> Result<(), rapidws::tokio::Error> {")]
+        /// use rapidws::tokio::{Compression, Message};
+        /// ws.send_with(Message::Binary(png), Compression::Never).await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        pub fn send_with(
+            &mut self,
+            msg: Message,
+            compression: Compression,
+        ) -> impl Future<Output = Result<(), Error>> + '_ {
+            self.put(msg, compression, Put::Send)
+        }
+
+        /// `send`, `feed` and the handler's reply: one poll function holds the whole of it
+        /// (room, the frame, the flush), with no nested futures and one copy of `msg`.
+        fn put(
+            &mut self,
+            msg: Message,
+            compression: Compression,
+            put: Put,
+        ) -> impl Future<Output = Result<(), Error>> + '_ {
+            let mut msg = Some(msg);
+            poll_fn(move |cx| {
+                let closing = matches!(msg, Some(Message::Close(_)));
+                let r = self.with(cx, |e, io, cx| {
+                    e.poll_message(cx, io, &mut msg, compression, put)
+                });
+                if closing && msg.is_none() {
+                    self.close_queued();
+                }
+                r
+            })
+        }
+
+        /// Sends a text message.
+        pub async fn send_text(&mut self, text: impl Into<Utf8Bytes>) -> Result<(), Error> {
+            self.send(Message::Text(text.into())).await
+        }
+
+        /// Sends a binary message.
+        pub async fn send_binary(&mut self, data: impl Into<Bytes>) -> Result<(), Error> {
+            self.send(Message::Binary(data.into())).await
+        }
+
+        /// Sends a ping (payload at most 125 bytes, else [`Error::Send`]). The pong arrives
+        /// as a [`Message::Pong`] from the receiving side's `recv`. The keepalive in
+        /// [`Config`](super::Config) pings on its own.
+        pub async fn ping(&mut self, payload: impl Into<Bytes>) -> Result<(), Error> {
+            self.send(Message::Ping(payload.into())).await
+        }
+
+        #[doc = concat!(
+            "Starts a message of unknown length, sent as fragments: write chunks with [`",
+            stringify!($writer),
+            "::send_chunk`] (or through its [`AsyncWrite`] impl), end with [`",
+            stringify!($writer),
+            "::finish`]. Control frames (pongs) may go out between fragments."
+        )]
+        pub fn begin_message(&mut self, kind: MessageKind) -> Result<$writer<'_, S>, Error> {
+            self.begin_message_with(kind, Compression::Auto)
+        }
+
+        /// Sends everything `reader` yields as one fragmented message, in chunks of up to
+        /// `chunk_size` bytes; returns the payload length sent. Memory stays at one chunk.
+        pub async fn send_from<R: AsyncRead + Unpin>(
+            &mut self,
+            kind: MessageKind,
+            reader: R,
+            chunk_size: usize,
+        ) -> Result<u64, Error> {
+            self.send_from_with(kind, reader, chunk_size, Compression::Auto)
+                .await
+        }
+
+        /// [`send_from`](Self::send_from) with the choice of whether the message is
+        /// compressed (see [`begin_message_with`](Self::begin_message_with)).
+        pub async fn send_from_with<R: AsyncRead + Unpin>(
+            &mut self,
+            kind: MessageKind,
+            reader: R,
+            chunk_size: usize,
+            compression: Compression,
+        ) -> Result<u64, Error> {
+            let w = self.begin_message_with(kind, compression)?;
+            copy_fragments(w, reader, chunk_size).await
+        }
+    };
+}
+
 mod fragments;
 mod split;
 
@@ -91,18 +273,6 @@ impl<S> std::fmt::Debug for WebSocket<S> {
     }
 }
 
-/// The owning receive, shared by [`WebSocket`] and [`ReadHalf`]: the next message, taken
-/// from the connection's buffers (a whole single-frame message without a copy).
-fn poll_message(
-    engine: &mut Engine,
-    cx: &mut Context<'_>,
-    ww: Option<&Waker>,
-    io: &mut dyn Io,
-) -> Poll<Result<Option<Message>, Error>> {
-    let raw = ready!(engine.poll_recv_raw(cx, ww, io, true))?;
-    Poll::Ready(Ok(raw.map(|raw| engine.conn.take_message(raw))))
-}
-
 impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// Wraps a stream on which the opening handshake has already happened. `leftover`
     /// are bytes read after the handshake head (the first frames), if any.
@@ -163,32 +333,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        self.engine.poll_recv(cx, None, &mut self.io)
+        self.engine
+            .poll_recv_as(cx, None, &mut self.io, false, Connection::raw_owned)
     }
 
     /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        poll_message(&mut self.engine, cx, None, &mut self.io)
-    }
-
-    /// Receives the next message: text, binary, a ping or pong (already answered), or the
-    /// peer's close (already echoed). `Ok(None)` once the connection has closed, and on
-    /// every call after that. Cancel-safe: a message is never lost to a dropped future.
-    ///
-    /// Receiving also writes: pongs and the close echo go out as the frames arrive, and
-    /// messages queued with [`feed`](Self::feed) or [`try_send`](Self::try_send) are
-    /// written when the receive would otherwise wait. The keepalive, idle and close timers
-    /// run here too, so keep a receive pending on an open connection.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Protocol`] or `Error::Deflate` when the peer broke the protocol (our close
-    /// with its code was sent), [`Error::Timeout`] when a timer of
-    /// [`Config`](super::Config) ran out, [`Error::Io`] when the socket failed (the peer
-    /// vanishing without a close is `UnexpectedEof`). An error is returned once;
-    /// later calls return `Ok(None)`.
-    pub fn recv(&mut self) -> impl Future<Output = Result<Option<Message>, Error>> + '_ {
-        poll_fn(move |cx| self.poll_recv(cx))
+        self.engine
+            .poll_recv_as(cx, None, &mut self.io, true, Connection::take_message)
     }
 
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
@@ -290,11 +442,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.poll_flush_queue(cx).map_err(io::Error::from)
     }
 
-    /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
-    /// high-water mark.
-    pub fn try_send(&mut self, msg: Message) -> Result<(), TrySendError> {
-        self.try_send_with(msg, Compression::Auto)
-    }
+    send_methods!("WebSocket", MessageWriter, try_send(&mut));
 
     /// [`try_send`](Self::try_send) with the choice of whether this message is compressed
     /// (see [`send_with`](Self::send_with)).
@@ -311,62 +459,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             .map_err(TrySendError::Failed)
     }
 
-    /// Waits for room in the send queue, then queues `msg` (no flush).
-    pub fn feed(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
-        self.feed_with(msg, Compression::Auto)
-    }
-
-    /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
-    /// [`send_with`](Self::send_with)).
-    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        self.put(msg, compression, Put::Feed).await
-    }
-
-    /// Sends `msg`: waits for room in the send queue, queues it and writes the queue out.
-    /// A `Close` message starts the closing handshake (then receive until `None`, or use
-    /// [`close`](Self::close)).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Closed`] after the close handshake started or the connection failed;
-    /// [`Error::Send`] for a control payload over 125 bytes, a close code that may not be
-    /// sent, or a message while [`begin_message`](Self::begin_message) is open;
-    /// [`Error::Io`] when the socket failed.
-    ///
-    /// The message leaves on the first poll when the socket takes it (the usual case: it
-    /// is written straight from `msg`, header and payload in one vectored write, when
-    /// nothing else is queued); what the socket does not take is queued then, and the
-    /// future finishes writing the queue. A future dropped after its first poll leaves
-    /// the rest in the queue, written by the next receive or flush.
-    pub fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
-        // Not an `async fn` around `send_with`'s future, which would hold a second copy
-        // of `msg`: this future lives inside every handler's.
-        self.send_with(msg, Compression::Auto)
-    }
-
-    /// [`send`](Self::send) with the choice, for this message, of whether it is
-    /// compressed on a connection that agreed permessage-deflate:
-    /// [`Compression::Never`] sends it as it is (RSV1 clear), for payloads that are
-    /// already compressed or small and urgent; [`Compression::Always`] compresses it
-    /// whatever its size or contents; [`Compression::Auto`] is `send`. Control messages
-    /// are never compressed. The next compressed message still inflates at the peer, with
-    /// or without context takeover. Fails like `send`.
-    ///
-    /// ```no_run
-    /// # async fn run(mut ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>, png: bytes::Bytes) -> Result<(), rapidws::tokio::Error> {
-    /// use rapidws::tokio::{Compression, Message};
-    /// ws.send_with(Message::Binary(png), Compression::Never).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn send_with(
-        &mut self,
-        msg: Message,
-        compression: Compression,
-    ) -> impl Future<Output = Result<(), Error>> + '_ {
-        self.put(msg, compression, Put::Send)
-    }
-
     /// For the handler API, a reply: [`feed_with`](Self::feed_with), unless it is the
     /// `only` reply to a read, which may leave at once (see [`Put::Alone`]).
     pub(crate) fn feed_reply(
@@ -379,41 +471,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.put(msg, compression, put)
     }
 
-    /// `send`, `feed` and the handler's reply: one poll function holds the whole of it
-    /// (room, the frame, the flush), with no nested futures and one copy of `msg`.
-    fn put(
+    /// Runs `f` with the engine, the socket and `cx`, as [`WriteHalf`] does under its lock.
+    #[inline(always)]
+    fn with<T>(
         &mut self,
-        msg: Message,
-        compression: Compression,
-        put: Put,
-    ) -> impl Future<Output = Result<(), Error>> + '_ {
-        let mut msg = Some(msg);
-        poll_fn(move |cx| {
-            self.engine
-                .poll_message(cx, &mut self.io, &mut msg, compression, put)
-        })
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> T,
+    ) -> T {
+        f(&mut self.engine, &mut self.io, cx)
     }
 
-    /// Sends a text message.
-    pub async fn send_text(&mut self, text: impl Into<Utf8Bytes>) -> Result<(), Error> {
-        self.send(Message::Text(text.into())).await
-    }
-
-    /// Sends a binary message.
-    pub async fn send_binary(&mut self, data: impl Into<Bytes>) -> Result<(), Error> {
-        self.send(Message::Binary(data.into())).await
-    }
+    /// Nothing to do when a close has been queued: this connection's own receive arms the
+    /// close timeout.
+    #[inline(always)]
+    fn close_queued(&self) {}
 
     /// Writes everything queued and flushes the stream.
     pub async fn flush(&mut self) -> Result<(), Error> {
         poll_fn(|cx| self.poll_flush_queue(cx)).await
-    }
-
-    /// Starts a message of unknown length, sent as fragments: write chunks with
-    /// [`MessageWriter::send_chunk`] (or through its [`AsyncWrite`] impl), end with
-    /// [`MessageWriter::finish`]. Control frames (pongs) may go out between fragments.
-    pub fn begin_message(&mut self, kind: MessageKind) -> Result<MessageWriter<'_, S>, Error> {
-        self.begin_message_with(kind, Compression::Auto)
     }
 
     /// [`begin_message`](Self::begin_message) with the choice of whether the message is
@@ -431,38 +506,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             ws: self,
             finished: false,
         })
-    }
-
-    /// Sends everything `reader` yields as one fragmented message, in chunks of up to
-    /// `chunk_size` bytes; returns the payload length sent. Memory stays at one chunk.
-    pub async fn send_from<R: AsyncRead + Unpin>(
-        &mut self,
-        kind: MessageKind,
-        reader: R,
-        chunk_size: usize,
-    ) -> Result<u64, Error> {
-        self.send_from_with(kind, reader, chunk_size, Compression::Auto)
-            .await
-    }
-
-    /// [`send_from`](Self::send_from) with the choice of whether the message is
-    /// compressed (see [`begin_message_with`](Self::begin_message_with)).
-    pub async fn send_from_with<R: AsyncRead + Unpin>(
-        &mut self,
-        kind: MessageKind,
-        reader: R,
-        chunk_size: usize,
-        compression: Compression,
-    ) -> Result<u64, Error> {
-        let w = self.begin_message_with(kind, compression)?;
-        copy_fragments(w, reader, chunk_size).await
-    }
-
-    /// Sends a ping (payload at most 125 bytes, else [`Error::Send`]). The pong arrives as
-    /// a [`Message::Pong`] from [`recv`](Self::recv). The keepalive in
-    /// [`Config`](super::Config) pings on its own.
-    pub async fn ping(&mut self, payload: impl Into<Bytes>) -> Result<(), Error> {
-        self.send(Message::Ping(payload.into())).await
     }
 
     /// Closes the connection: sends a close frame with `code` and `reason` (at most 123
@@ -545,15 +588,7 @@ where
     WebSocket::from_connection(io, conn, leftover, negotiated.subprotocol)
 }
 
-/// Turns a message into a send operation on the engine; `compression` applies to a data
-/// message.
-impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocket<S> {
-    type Item = Result<Message, Error>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.get_mut().poll_recv(cx).map(Result::transpose)
-    }
-}
+receiving!(WebSocket);
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     type Error = Error;

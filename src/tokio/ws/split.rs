@@ -169,13 +169,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// Polls for the next message.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
         Self::locked(&self.shared, cx, |engine, cx, ww, io| {
-            poll_message(engine, cx, Some(ww), io)
+            engine.poll_recv_as(cx, Some(ww), io, true, Connection::take_message)
         })
-    }
-
-    /// Receives the next message; `Ok(None)` after the connection closed. Cancel-safe.
-    pub fn recv(&mut self) -> impl Future<Output = Result<Option<Message>, Error>> + '_ {
-        poll_fn(move |cx| self.poll_recv(cx))
     }
 
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
@@ -214,13 +209,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Stream for ReadHalf<S> {
-    type Item = Result<Message, Error>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.get_mut().poll_recv(cx).map(Result::transpose)
-    }
-}
+receiving!(ReadHalf);
 
 impl<S> Drop for ReadHalf<S> {
     fn drop(&mut self) {
@@ -233,7 +222,9 @@ impl<S> Drop for ReadHalf<S> {
 /// For a writing half whose reading half is gone: reads what has arrived, so pings are
 /// answered, a close is echoed and the timers run, and drops the data messages.
 fn discard_received(engine: &mut Engine, cx: &mut Context<'_>, ww: &Waker, io: &mut dyn Io) {
-    while let Poll::Ready(Ok(Some(event))) = engine.poll_recv(cx, Some(ww), io) {
+    while let Poll::Ready(Ok(Some(event))) =
+        engine.poll_recv_as(cx, Some(ww), io, false, Connection::raw_owned)
+    {
         drop(event);
     }
 }
@@ -270,15 +261,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         r
     }
 
-    /// Queues `msg` without waiting or doing IO; [`TrySendError::QueueFull`] past the
-    /// high-water mark. The task polling the [`ReadHalf`] is woken to write it, so a
-    /// message queued from any task leaves at once, not at that task's next receive.
-    pub fn try_send(&self, msg: Message) -> Result<(), TrySendError> {
-        self.try_send_with(msg, Compression::Auto)
-    }
+    send_methods!("WriteHalf", HalfMessageWriter, try_send(&));
 
     /// [`try_send`](Self::try_send) with the choice of whether this message is compressed
-    /// (see [`WebSocket::send_with`]).
+    /// (see [`send_with`](Self::send_with)). The task polling the [`ReadHalf`] is woken to
+    /// write it, so a message queued from any task leaves at once, not at that task's next
+    /// receive.
     pub fn try_send_with(
         &self,
         msg: Message,
@@ -311,52 +299,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         WakerPair::wake_slot(&self.shared.wakers.reader);
     }
 
-    /// Waits for room in the send queue, then queues `msg` (no flush).
-    pub fn feed(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
-        self.feed_with(msg, Compression::Auto)
-    }
-
-    /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
-    /// [`WebSocket::send_with`]).
-    pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        self.put(msg, compression, Put::Feed).await
-    }
-
-    /// Sends `msg`: waits for room, queues it and writes the queue out.
-    pub fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), Error>> + '_ {
-        self.send_with(msg, Compression::Auto)
-    }
-
-    /// [`send`](Self::send) with the choice of whether this message is compressed (see
-    /// [`WebSocket::send_with`]).
-    pub fn send_with(
-        &mut self,
-        msg: Message,
-        compression: Compression,
-    ) -> impl Future<Output = Result<(), Error>> + '_ {
-        self.put(msg, compression, Put::Send)
-    }
-
-    /// `send` and `feed` (see [`WebSocket::send_with`]), under the lock.
-    fn put(
-        &mut self,
-        msg: Message,
-        compression: Compression,
-        put: Put,
-    ) -> impl Future<Output = Result<(), Error>> + '_ {
-        let mut closing = matches!(msg, Message::Close(_));
-        let mut msg = Some(msg);
-        poll_fn(move |cx| {
-            let r = self.with(cx, |e, io, wcx| {
-                e.poll_message(wcx, io, &mut msg, compression, put)
-            });
-            if closing && msg.is_none() {
-                // The reading half arms the close timeout.
-                closing = false;
-                self.wake_pump();
-            }
-            r
-        })
+    /// A close was queued: the reading half arms the close timeout.
+    fn close_queued(&self) {
+        self.wake_pump();
     }
 
     /// Writes everything queued and flushes the stream.
@@ -385,11 +330,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         self.shared.lock().engine.queued()
     }
 
-    /// Starts a fragmented message of unknown length; see [`WebSocket::begin_message`].
-    pub fn begin_message(&mut self, kind: MessageKind) -> Result<HalfMessageWriter<'_, S>, Error> {
-        self.begin_message_with(kind, Compression::Auto)
-    }
-
     /// [`begin_message`](Self::begin_message) with the choice of whether the message is
     /// compressed; see [`WebSocket::begin_message_with`].
     pub fn begin_message_with(
@@ -405,31 +345,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
             half: self,
             finished: false,
         })
-    }
-
-    /// Sends everything `reader` yields as one fragmented message, in chunks of up to
-    /// `chunk_size` bytes; returns the payload length sent. See [`WebSocket::send_from`].
-    pub async fn send_from<R: AsyncRead + Unpin>(
-        &mut self,
-        kind: MessageKind,
-        reader: R,
-        chunk_size: usize,
-    ) -> Result<u64, Error> {
-        self.send_from_with(kind, reader, chunk_size, Compression::Auto)
-            .await
-    }
-
-    /// [`send_from`](Self::send_from) with the choice of whether the message is
-    /// compressed; see [`WebSocket::begin_message_with`].
-    pub async fn send_from_with<R: AsyncRead + Unpin>(
-        &mut self,
-        kind: MessageKind,
-        reader: R,
-        chunk_size: usize,
-        compression: Compression,
-    ) -> Result<u64, Error> {
-        let w = self.begin_message_with(kind, compression)?;
-        copy_fragments(w, reader, chunk_size).await
     }
 }
 
