@@ -1,7 +1,6 @@
 //! The one error type of the IO layers (tokio, blocking, TLS, hyper/axum) and everything
 //! built on them: what can go wrong from the connect or accept to the close.
 
-use std::fmt;
 use std::io;
 
 use crate::codec::ProtocolError;
@@ -62,27 +61,23 @@ pub enum Error {
     Proxy(ProxyError),
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Io(e) => write!(f, "IO error: {e}"),
-            Error::Protocol(e) => write!(f, "protocol error: {e}"),
-            #[cfg(feature = "deflate")]
-            Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
-            Error::ClientHandshake(e) => write!(f, "handshake failed: {e}"),
-            Error::ServerHandshake(e) => write!(f, "handshake refused: {e}"),
-            Error::Rejected(status) => write!(f, "upgrade refused with status {status}"),
-            Error::Timeout(t) => t.fmt(f),
-            Error::OverBudget => connection::Error::OverBudget.fmt(f),
-            Error::Abandoned => connection::Error::Abandoned.fmt(f),
-            Error::Url(e) => e.fmt(f),
-            Error::Closed => f.write_str("connection closed"),
-            Error::Send(e) => write!(f, "send refused: {e}"),
-            #[cfg(feature = "proxy")]
-            Error::Proxy(e) => e.fmt(f),
-        }
-    }
-}
+display! { Error {
+    Error::Io(e) => "IO error: {e}";
+    Error::Protocol(e) => "protocol error: {e}";
+    #[cfg(feature = "deflate")]
+    Error::Deflate(e) => "permessage-deflate error: {e}";
+    Error::ClientHandshake(e) => "handshake failed: {e}";
+    Error::ServerHandshake(e) => "handshake refused: {e}";
+    Error::Rejected(status) => "upgrade refused with status {status}";
+    Error::Timeout(t) => "{t}";
+    Error::OverBudget => "{}", connection::Error::OverBudget;
+    Error::Abandoned => "{}", connection::Error::Abandoned;
+    Error::Url(e) => "{e}";
+    Error::Closed => "connection closed";
+    Error::Send(e) => "send refused: {e}";
+    #[cfg(feature = "proxy")]
+    Error::Proxy(e) => "{e}";
+} }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
@@ -195,14 +190,10 @@ pub enum TrySendError {
     Failed(Error),
 }
 
-impl fmt::Display for TrySendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TrySendError::QueueFull(_) => f.write_str("send queue full"),
-            TrySendError::Failed(e) => e.fmt(f),
-        }
-    }
-}
+display! { TrySendError {
+    TrySendError::QueueFull(_) => "send queue full";
+    TrySendError::Failed(e) => "{e}";
+} }
 
 impl std::error::Error for TrySendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

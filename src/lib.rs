@@ -408,6 +408,79 @@ macro_rules! feature_links {
     };
 }
 
+/// `Display` for an error enum, one message a variant: the pattern, then `write!`'s
+/// format string and arguments.
+///
+/// ```text
+/// display! { SendError {
+///     SendError::Closed => "the connection is closing or closed";
+///     SendError::InvalidCloseCode(c) => "close code {c} may not be sent";
+/// } }
+/// ```
+macro_rules! display {
+    ($ty:ident { $( $(#[$attr:meta])* $pat:pat => $fmt:literal $(, $arg:expr)*; )* }) => {
+        impl core::fmt::Display for $ty {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self {
+                    $( $(#[$attr])* $pat => write!(f, $fmt $(, $arg)*), )*
+                }
+            }
+        }
+    };
+}
+
+/// A settings struct and its `Default` from one list, each field's default written beside
+/// its docs and type:
+///
+/// ```text
+/// settings! {
+///     /// Client handshake settings.
+///     #[derive(Clone, Debug)]
+///     pub struct ClientConfig {
+///         /// Most header fields accepted in the response (default 100).
+///         pub max_headers: usize = DEFAULT_MAX_HEADERS,
+///         #[cfg(feature = "deflate")]
+///         pub deflate: Option<DeflateConfig> = None,
+///     }
+/// }
+/// ```
+///
+/// Doc comments come first on a field, then at most one `#[cfg]`, which the `Default`
+/// follows too. The struct is `#[non_exhaustive]`, as every config type is.
+macro_rules! settings {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $(#[cfg($cfg:meta)])?
+                pub $field:ident: $ty:ty = $default:expr,
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[non_exhaustive]
+        pub struct $name {
+            $(
+                $(#[doc = $doc])*
+                $(#[cfg($cfg)])?
+                pub $field: $ty,
+            )*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name {
+                    $(
+                        $(#[cfg($cfg)])?
+                        $field: $default,
+                    )*
+                }
+            }
+        }
+    };
+}
+
 /// `with_*` setters for a config struct, one line each:
 ///
 /// ```text

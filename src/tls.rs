@@ -163,19 +163,13 @@ pub enum TlsConfigError {
     NoRoots,
 }
 
-impl fmt::Display for TlsConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlsConfigError::NoCertificate => f.write_str("no certificate in the PEM input"),
-            TlsConfigError::NoPrivateKey => f.write_str("no private key in the PEM input"),
-            TlsConfigError::Pem(e) => write!(f, "malformed PEM: {e}"),
-            TlsConfigError::Rustls(e) => write!(f, "TLS configuration refused: {e}"),
-            TlsConfigError::NoRoots => {
-                f.write_str("no usable root certificate in the platform's trust store")
-            }
-        }
-    }
-}
+display! { TlsConfigError {
+    TlsConfigError::NoCertificate => "no certificate in the PEM input";
+    TlsConfigError::NoPrivateKey => "no private key in the PEM input";
+    TlsConfigError::Pem(e) => "malformed PEM: {e}";
+    TlsConfigError::Rustls(e) => "TLS configuration refused: {e}";
+    TlsConfigError::NoRoots => "no usable root certificate in the platform's trust store";
+} }
 
 impl std::error::Error for TlsConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

@@ -28,124 +28,100 @@ pub const DEFAULT_SEND_QUEUE_HIGH_WATER: usize = 256 << 10;
 /// Default of [`Config::control_queue_capacity`]: 16 frames.
 pub const DEFAULT_CONTROL_QUEUE_CAPACITY: usize = 16;
 
-/// The settings of one WebSocket connection: limits, delivery, timers and buffer sizes.
-///
-/// One type for the sans-IO [`Connection`](super::Connection) and for every IO layer
-/// (tokio, blocking, hyper/axum), with one set of defaults; every limit has a safe one, and
-/// `None` turns a timer off. Start from [`Config::default`] and chain the `with_*` setters:
-///
-/// ```
-/// use std::time::Duration;
-/// use rapidws::Config;
-///
-/// let config = Config::default()
-///     .with_max_message_size(1 << 20)
-///     .with_idle_timeout(Some(Duration::from_secs(120)));
-/// assert_eq!(config.max_message_size, 1 << 20);
-/// assert_eq!(config.keepalive_interval, Some(Duration::from_secs(30)));
-/// ```
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Config {
-    /// Largest frame payload accepted, refused at the frame's header (1009). A frame of a
-    /// compressed message may be larger by DEFLATE's worst-case expansion
-    /// ([`max_compressed_frame_size`](crate::codec::max_compressed_frame_size): 13.1 %),
-    /// so a peer compressing a whole message into one frame is not refused for it; its
-    /// bytes are inflated as they arrive, never held. Default 16 MiB.
-    pub max_frame_size: usize,
-    /// Largest message accepted, as the application receives it: the sum of its
-    /// fragments, inflated when compressed (1009 past it). This is the limit that bounds
-    /// the memory one message takes. Default 16 MiB.
-    pub max_message_size: usize,
-    /// How data messages are delivered. Default [`Delivery::Whole`].
-    pub delivery: Delivery,
-    /// Answer pings with pongs automatically. Default on.
-    pub auto_pong: bool,
-    /// Echo the peer's close automatically. Default on. When off, call
-    /// [`Connection::close`](super::Connection::close) after the peer's close arrives.
-    pub auto_close: bool,
-    /// Send a ping after this long without receiving anything. Default 30 s.
-    pub keepalive_interval: Option<Duration>,
-    /// Fail when a keepalive ping has had no answer (no bytes at all) for this long.
-    /// Default 30 s (only used with `keepalive_interval`).
-    pub pong_timeout: Option<Duration>,
-    /// After sending a close, wait this long for the peer's. Default 5 s; `None` waits
-    /// without a limit.
-    pub close_timeout: Option<Duration>,
-    /// Close (1001, "idle timeout") after this long without progress: a complete frame
-    /// (a pong to the keepalive ping counts), or 64 KiB of one. Bytes trickling in do not
-    /// count, so a peer cannot hold a connection with a byte now and then. Default 120 s.
-    pub idle_timeout: Option<Duration>,
-    /// A fragmented message must complete within this long after its first frame, or the
-    /// connection closes with 1008 ("message not completed in time"): a peer cannot keep
-    /// a message, and the memory it holds, open forever. Default 30 s.
-    pub message_timeout: Option<Duration>,
-    /// After a failure (our close frame sent with its code), how long to go on reading and
-    /// discarding what the peer still sends before the transport is closed, so that the
-    /// peer reads our close code rather than a reset. Ends early at the peer's FIN.
-    /// Default 1 s; `None` waits for the FIN.
-    pub linger_timeout: Option<Duration>,
-    /// Most bytes read and discarded during that linger. Default 64 MiB (nothing is kept:
-    /// they cost reading time only).
-    pub linger_bytes: usize,
-    /// Decode a receive buffer holding several complete frames in batches
-    /// ([`crate::codec::DecoderConfig::batch`]): the same events. Default off: one frame
-    /// per call measured faster on every burst tried (see `DecoderConfig::batch`).
-    pub batch_decode: bool,
-    /// Most room reserved in the receive buffer in one step for the announced, not yet
-    /// received rest of a single-frame message
-    /// ([`Connection::reserve_recv`](super::Connection::reserve_recv)): the rest of a frame
-    /// up to this size is read straight into place, with no reallocation while it arrives.
-    /// Past it, room grows with what has arrived (by at most what the frame has already
-    /// delivered), so a peer that announces a large frame and then stalls makes the
-    /// connection reserve at most this much. Default 1 MiB.
-    pub max_read_ahead: usize,
-    /// Bytes asked of the socket per read at first. The receive buffer is allocated on
-    /// the first read, grows (doubling, up to 256 KiB per read) while a large message
-    /// streams in, keeps room for twice what the last read or frame brought (up to
-    /// 64 KiB) so that messages of one size arrive in one read each, and is released when the
-    /// connection goes idle, so an idle connection holds none. Default 4 KiB (at least
-    /// 256).
-    pub read_buffer_size: usize,
-    /// Bytes the send queue may hold before a non-waiting send answers `QueueFull` and a
-    /// waiting send waits. A single message larger than this is still accepted into an
-    /// empty queue. Default 256 KiB.
-    pub send_queue_high_water: usize,
-    /// Control frames (pongs, the close echo) that may wait for the socket. When that many
-    /// wait, reading stops until the socket takes them, so a ping flood cannot grow
-    /// memory. Default 16 (at least 1).
-    pub control_queue_capacity: usize,
-    /// The memory budget this connection shares with others: the bytes of messages being
-    /// received (until complete and handed over) count against it, and a message that
-    /// would take it past its limit is refused with 1013 ("try again later",
-    /// [`Error::OverBudget`](super::Error::OverBudget)). Default
-    /// [`Budget::shared`]: one budget of 1 GiB for every connection of the process that
-    /// keeps the default. `None`: only the per-connection limits apply.
-    pub budget: Option<Budget>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
-            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
-            delivery: Delivery::Whole,
-            auto_pong: true,
-            auto_close: true,
-            keepalive_interval: Some(Duration::from_secs(30)),
-            pong_timeout: Some(Duration::from_secs(30)),
-            close_timeout: Some(Duration::from_secs(5)),
-            idle_timeout: Some(Duration::from_secs(120)),
-            message_timeout: Some(Duration::from_secs(30)),
-            linger_timeout: Some(Duration::from_secs(1)),
-            linger_bytes: 64 << 20,
-            batch_decode: false,
-            max_read_ahead: DEFAULT_MAX_READ_AHEAD,
-            read_buffer_size: DEFAULT_READ_BUFFER_SIZE,
-            send_queue_high_water: DEFAULT_SEND_QUEUE_HIGH_WATER,
-            control_queue_capacity: DEFAULT_CONTROL_QUEUE_CAPACITY,
-            budget: Some(Budget::shared()),
-        }
+settings! {
+    /// The settings of one WebSocket connection: limits, delivery, timers and buffer sizes.
+    ///
+    /// One type for the sans-IO [`Connection`](super::Connection) and for every IO layer
+    /// (tokio, blocking, hyper/axum), with one set of defaults; every limit has a safe one, and
+    /// `None` turns a timer off. Start from [`Config::default`] and chain the `with_*` setters:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rapidws::Config;
+    ///
+    /// let config = Config::default()
+    ///     .with_max_message_size(1 << 20)
+    ///     .with_idle_timeout(Some(Duration::from_secs(120)));
+    /// assert_eq!(config.max_message_size, 1 << 20);
+    /// assert_eq!(config.keepalive_interval, Some(Duration::from_secs(30)));
+    /// ```
+    #[derive(Clone, Debug)]
+    pub struct Config {
+        /// Largest frame payload accepted, refused at the frame's header (1009). A frame of a
+        /// compressed message may be larger by DEFLATE's worst-case expansion
+        /// ([`max_compressed_frame_size`](crate::codec::max_compressed_frame_size): 13.1 %),
+        /// so a peer compressing a whole message into one frame is not refused for it; its
+        /// bytes are inflated as they arrive, never held. Default 16 MiB.
+        pub max_frame_size: usize = DEFAULT_MAX_FRAME_SIZE,
+        /// Largest message accepted, as the application receives it: the sum of its
+        /// fragments, inflated when compressed (1009 past it). This is the limit that bounds
+        /// the memory one message takes. Default 16 MiB.
+        pub max_message_size: usize = DEFAULT_MAX_MESSAGE_SIZE,
+        /// How data messages are delivered. Default [`Delivery::Whole`].
+        pub delivery: Delivery = Delivery::Whole,
+        /// Answer pings with pongs automatically. Default on.
+        pub auto_pong: bool = true,
+        /// Echo the peer's close automatically. Default on. When off, call
+        /// [`Connection::close`](super::Connection::close) after the peer's close arrives.
+        pub auto_close: bool = true,
+        /// Send a ping after this long without receiving anything. Default 30 s.
+        pub keepalive_interval: Option<Duration> = Some(Duration::from_secs(30)),
+        /// Fail when a keepalive ping has had no answer (no bytes at all) for this long.
+        /// Default 30 s (only used with `keepalive_interval`).
+        pub pong_timeout: Option<Duration> = Some(Duration::from_secs(30)),
+        /// After sending a close, wait this long for the peer's. Default 5 s; `None` waits
+        /// without a limit.
+        pub close_timeout: Option<Duration> = Some(Duration::from_secs(5)),
+        /// Close (1001, "idle timeout") after this long without progress: a complete frame
+        /// (a pong to the keepalive ping counts), or 64 KiB of one. Bytes trickling in do not
+        /// count, so a peer cannot hold a connection with a byte now and then. Default 120 s.
+        pub idle_timeout: Option<Duration> = Some(Duration::from_secs(120)),
+        /// A fragmented message must complete within this long after its first frame, or the
+        /// connection closes with 1008 ("message not completed in time"): a peer cannot keep
+        /// a message, and the memory it holds, open forever. Default 30 s.
+        pub message_timeout: Option<Duration> = Some(Duration::from_secs(30)),
+        /// After a failure (our close frame sent with its code), how long to go on reading and
+        /// discarding what the peer still sends before the transport is closed, so that the
+        /// peer reads our close code rather than a reset. Ends early at the peer's FIN.
+        /// Default 1 s; `None` waits for the FIN.
+        pub linger_timeout: Option<Duration> = Some(Duration::from_secs(1)),
+        /// Most bytes read and discarded during that linger. Default 64 MiB (nothing is kept:
+        /// they cost reading time only).
+        pub linger_bytes: usize = 64 << 20,
+        /// Decode a receive buffer holding several complete frames in batches
+        /// ([`crate::codec::DecoderConfig::batch`]): the same events. Default off: one frame
+        /// per call measured faster on every burst tried (see `DecoderConfig::batch`).
+        pub batch_decode: bool = false,
+        /// Most room reserved in the receive buffer in one step for the announced, not yet
+        /// received rest of a single-frame message
+        /// ([`Connection::reserve_recv`](super::Connection::reserve_recv)): the rest of a frame
+        /// up to this size is read straight into place, with no reallocation while it arrives.
+        /// Past it, room grows with what has arrived (by at most what the frame has already
+        /// delivered), so a peer that announces a large frame and then stalls makes the
+        /// connection reserve at most this much. Default 1 MiB.
+        pub max_read_ahead: usize = DEFAULT_MAX_READ_AHEAD,
+        /// Bytes asked of the socket per read at first. The receive buffer is allocated on
+        /// the first read, grows (doubling, up to 256 KiB per read) while a large message
+        /// streams in, keeps room for twice what the last read or frame brought (up to
+        /// 64 KiB) so that messages of one size arrive in one read each, and is released when the
+        /// connection goes idle, so an idle connection holds none. Default 4 KiB (at least
+        /// 256).
+        pub read_buffer_size: usize = DEFAULT_READ_BUFFER_SIZE,
+        /// Bytes the send queue may hold before a non-waiting send answers `QueueFull` and a
+        /// waiting send waits. A single message larger than this is still accepted into an
+        /// empty queue. Default 256 KiB.
+        pub send_queue_high_water: usize = DEFAULT_SEND_QUEUE_HIGH_WATER,
+        /// Control frames (pongs, the close echo) that may wait for the socket. When that many
+        /// wait, reading stops until the socket takes them, so a ping flood cannot grow
+        /// memory. Default 16 (at least 1).
+        pub control_queue_capacity: usize = DEFAULT_CONTROL_QUEUE_CAPACITY,
+        /// The memory budget this connection shares with others: the bytes of messages being
+        /// received (until complete and handed over) count against it, and a message that
+        /// would take it past its limit is refused with 1013 ("try again later",
+        /// [`Error::OverBudget`](super::Error::OverBudget)). Default
+        /// [`Budget::shared`]: one budget of 1 GiB for every connection of the process that
+        /// keeps the default. `None`: only the per-connection limits apply.
+        pub budget: Option<Budget> = Some(Budget::shared()),
     }
 }
 

@@ -201,23 +201,16 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Protocol(e) => write!(f, "protocol error: {e}"),
-            #[cfg(feature = "deflate")]
-            Error::Deflate(e) => write!(f, "permessage-deflate error: {e}"),
-            Error::Timeout(t) => t.fmt(f),
-            Error::Eof => f.write_str("the transport closed without a close frame"),
-            Error::OverBudget => {
-                f.write_str("message refused: the shared memory budget is exhausted")
-            }
-            Error::Abandoned => f.write_str(
-                "a fragmented message being sent was abandoned part way; closed with 1011",
-            ),
-        }
-    }
-}
+display! { Error {
+    Error::Protocol(e) => "protocol error: {e}";
+    #[cfg(feature = "deflate")]
+    Error::Deflate(e) => "permessage-deflate error: {e}";
+    Error::Timeout(t) => "{t}";
+    Error::Eof => "the transport closed without a close frame";
+    Error::OverBudget => "message refused: the shared memory budget is exhausted";
+    Error::Abandoned =>
+        "a fragmented message being sent was abandoned part way; closed with 1011";
+} }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
@@ -258,20 +251,16 @@ impl From<RandomError> for SendError {
     }
 }
 
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendError::Closed => f.write_str("the connection is closing or closed"),
-            SendError::ControlTooLong => f.write_str("control frame payload over 125 bytes"),
-            SendError::InvalidCloseCode(c) => write!(f, "close code {c} may not be sent"),
-            SendError::MessageInProgress => f.write_str("a fragmented message is being sent"),
-            SendError::NoMessageInProgress => f.write_str("no fragmented message was begun"),
-            SendError::Random(e) => e.fmt(f),
-            #[cfg(feature = "deflate")]
-            SendError::Deflate(e) => e.fmt(f),
-        }
-    }
-}
+display! { SendError {
+    SendError::Closed => "the connection is closing or closed";
+    SendError::ControlTooLong => "control frame payload over 125 bytes";
+    SendError::InvalidCloseCode(c) => "close code {c} may not be sent";
+    SendError::MessageInProgress => "a fragmented message is being sent";
+    SendError::NoMessageInProgress => "no fragmented message was begun";
+    SendError::Random(e) => "{e}";
+    #[cfg(feature = "deflate")]
+    SendError::Deflate(e) => "{e}";
+} }
 
 impl std::error::Error for SendError {}
 

@@ -1,7 +1,5 @@
 //! The client side: build the upgrade request, then validate the server's response.
 
-use core::fmt;
-
 use base64::Engine as _;
 
 use super::http::{self, Fill, HeadBuffer};
@@ -15,28 +13,18 @@ mod h2;
 
 pub use h2::Http2ClientHandshake;
 
-/// Client handshake settings.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct ClientConfig {
-    /// Largest response head accepted, in bytes, terminator included (default 16 KiB).
-    pub max_response_size: usize,
-    /// Most header fields accepted in the response (default 100).
-    pub max_headers: usize,
-    /// permessage-deflate settings: `Some` offers the extension, `None` (the default) does
-    /// not, and then any extension in the response fails the handshake.
-    #[cfg(feature = "deflate")]
-    pub deflate: Option<DeflateConfig>,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            max_response_size: DEFAULT_MAX_HEAD_SIZE,
-            max_headers: DEFAULT_MAX_HEADERS,
-            #[cfg(feature = "deflate")]
-            deflate: None,
-        }
+settings! {
+    /// Client handshake settings.
+    #[derive(Clone, Debug)]
+    pub struct ClientConfig {
+        /// Largest response head accepted, in bytes, terminator included (default 16 KiB).
+        pub max_response_size: usize = DEFAULT_MAX_HEAD_SIZE,
+        /// Most header fields accepted in the response (default 100).
+        pub max_headers: usize = DEFAULT_MAX_HEADERS,
+        /// permessage-deflate settings: `Some` offers the extension, `None` (the default) does
+        /// not, and then any extension in the response fails the handshake.
+        #[cfg(feature = "deflate")]
+        pub deflate: Option<DeflateConfig> = None,
     }
 }
 
@@ -199,25 +187,21 @@ pub enum ClientError {
     Deflate(NegotiationError),
 }
 
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::InvalidRequest(what) => write!(f, "invalid handshake request: {what}"),
-            ClientError::Random(e) => write!(f, "no random key: {e}"),
-            ClientError::ResponseTooLarge => f.write_str("response head too large"),
-            ClientError::TooManyHeaders => f.write_str("too many response headers"),
-            ClientError::Malformed => f.write_str("malformed HTTP response"),
-            ClientError::Status(r) => write!(f, "server answered {} {}", r.status, r.reason),
-            ClientError::Upgrade => f.write_str("response Upgrade header is not websocket"),
-            ClientError::Connection => f.write_str("response Connection header lacks upgrade"),
-            ClientError::Accept => f.write_str("wrong Sec-WebSocket-Accept"),
-            ClientError::Subprotocol => f.write_str("server selected a subprotocol not offered"),
-            ClientError::Extension => f.write_str("server accepted an extension not offered"),
-            #[cfg(feature = "deflate")]
-            ClientError::Deflate(e) => write!(f, "permessage-deflate: {e}"),
-        }
-    }
-}
+display! { ClientError {
+    ClientError::InvalidRequest(what) => "invalid handshake request: {what}";
+    ClientError::Random(e) => "no random key: {e}";
+    ClientError::ResponseTooLarge => "response head too large";
+    ClientError::TooManyHeaders => "too many response headers";
+    ClientError::Malformed => "malformed HTTP response";
+    ClientError::Status(r) => "server answered {} {}", r.status, r.reason;
+    ClientError::Upgrade => "response Upgrade header is not websocket";
+    ClientError::Connection => "response Connection header lacks upgrade";
+    ClientError::Accept => "wrong Sec-WebSocket-Accept";
+    ClientError::Subprotocol => "server selected a subprotocol not offered";
+    ClientError::Extension => "server accepted an extension not offered";
+    #[cfg(feature = "deflate")]
+    ClientError::Deflate(e) => "permessage-deflate: {e}";
+} }
 
 impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

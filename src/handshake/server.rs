@@ -22,36 +22,24 @@ pub use response::{Accepted, Agreement, Reject, ResponseHeaders};
 /// header, `None` when it has none. Returning `false` refuses the handshake with 403.
 pub type OriginCheck = Arc<dyn Fn(Option<&str>) -> bool + Send + Sync>;
 
-/// Server handshake settings.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct ServerConfig {
-    /// Largest request head accepted, in bytes, terminator included (default 16 KiB).
-    /// A longer head is refused with 431 and never buffered past this size.
-    pub max_request_size: usize,
-    /// Most header fields accepted (default 100); more are refused with 431.
-    pub max_headers: usize,
-    /// Subprotocols this server speaks, most preferred first. The first one the client
-    /// offered is selected; none is selected when the lists do not meet.
-    pub subprotocols: Vec<String>,
-    /// Checks the `Origin` header (RFC 6455 4.2.2 / 10.2); `None` allows every origin.
-    pub origin_check: Option<OriginCheck>,
-    /// permessage-deflate settings: `Some` accepts a client's offer the config can honour,
-    /// `None` (the default) ignores offers.
-    #[cfg(feature = "deflate")]
-    pub deflate: Option<DeflateConfig>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            max_request_size: DEFAULT_MAX_HEAD_SIZE,
-            max_headers: DEFAULT_MAX_HEADERS,
-            subprotocols: Vec::new(),
-            origin_check: None,
-            #[cfg(feature = "deflate")]
-            deflate: None,
-        }
+settings! {
+    /// Server handshake settings.
+    #[derive(Clone)]
+    pub struct ServerConfig {
+        /// Largest request head accepted, in bytes, terminator included (default 16 KiB).
+        /// A longer head is refused with 431 and never buffered past this size.
+        pub max_request_size: usize = DEFAULT_MAX_HEAD_SIZE,
+        /// Most header fields accepted (default 100); more are refused with 431.
+        pub max_headers: usize = DEFAULT_MAX_HEADERS,
+        /// Subprotocols this server speaks, most preferred first. The first one the client
+        /// offered is selected; none is selected when the lists do not meet.
+        pub subprotocols: Vec<String> = Vec::new(),
+        /// Checks the `Origin` header (RFC 6455 4.2.2 / 10.2); `None` allows every origin.
+        pub origin_check: Option<OriginCheck> = None,
+        /// permessage-deflate settings: `Some` accepts a client's offer the config can honour,
+        /// `None` (the default) ignores offers.
+        #[cfg(feature = "deflate")]
+        pub deflate: Option<DeflateConfig> = None,
     }
 }
 

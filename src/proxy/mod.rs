@@ -413,37 +413,31 @@ pub enum ProxyError {
     Socks5FieldTooLong,
 }
 
-impl fmt::Display for ProxyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProxyError::InvalidUrl(why) => write!(f, "invalid proxy URL: {why}"),
-            ProxyError::Status(s) => write!(f, "proxy refused CONNECT with status {s}"),
-            ProxyError::ResponseTooLarge => f.write_str("proxy response head too large"),
-            ProxyError::MalformedResponse => f.write_str("malformed proxy response"),
-            ProxyError::Socks5NoAcceptableMethod => {
-                f.write_str("SOCKS5 proxy accepts none of the offered authentication methods")
-            }
-            ProxyError::Socks5AuthFailed(s) => {
-                write!(f, "SOCKS5 proxy refused the credentials (status {s})")
-            }
-            ProxyError::Socks5Reply(code) => {
-                let what = match code {
-                    1 => "general failure",
-                    2 => "connection not allowed by ruleset",
-                    3 => "network unreachable",
-                    4 => "host unreachable",
-                    5 => "connection refused",
-                    6 => "TTL expired",
-                    7 => "command not supported",
-                    8 => "address type not supported",
-                    _ => "unknown reply code",
-                };
-                write!(f, "SOCKS5 proxy failed the connect: {what} ({code})")
-            }
-            ProxyError::Socks5FieldTooLong => {
-                f.write_str("host name or credentials do not fit a SOCKS5 request")
-            }
-        }
+display! { ProxyError {
+    ProxyError::InvalidUrl(why) => "invalid proxy URL: {why}";
+    ProxyError::Status(s) => "proxy refused CONNECT with status {s}";
+    ProxyError::ResponseTooLarge => "proxy response head too large";
+    ProxyError::MalformedResponse => "malformed proxy response";
+    ProxyError::Socks5NoAcceptableMethod =>
+        "SOCKS5 proxy accepts none of the offered authentication methods";
+    ProxyError::Socks5AuthFailed(s) => "SOCKS5 proxy refused the credentials (status {s})";
+    ProxyError::Socks5Reply(code) =>
+        "SOCKS5 proxy failed the connect: {} ({code})", socks5_reply(*code);
+    ProxyError::Socks5FieldTooLong => "host name or credentials do not fit a SOCKS5 request";
+} }
+
+/// RFC 1928 6: what a SOCKS5 reply code other than 0 (succeeded) means.
+fn socks5_reply(code: u8) -> &'static str {
+    match code {
+        1 => "general failure",
+        2 => "connection not allowed by ruleset",
+        3 => "network unreachable",
+        4 => "host unreachable",
+        5 => "connection refused",
+        6 => "TTL expired",
+        7 => "command not supported",
+        8 => "address type not supported",
+        _ => "unknown reply code",
     }
 }
 
