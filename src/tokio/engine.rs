@@ -485,7 +485,7 @@ impl Engine {
     /// or take before the next call: whole messages (`whole`: chunks gathered, see
     /// [`Connection::poll_message`]) or every event as it comes. `Ok(None)` once the
     /// connection has closed cleanly (and after an error has been returned).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll_recv_raw(
         &mut self,
         cx: &mut Context<'_>,

@@ -12,7 +12,7 @@ use futures_sink::Sink;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use crate::codec::{CloseCode, MessageKind, Role};
-use crate::connection::{Config, Connection, OwnedEvent, PreparedMessage};
+use crate::connection::{Config, Connection, OwnedEvent, PreparedMessage, Raw};
 use crate::error::{Error, TrySendError};
 use crate::handshake::Negotiated;
 use crate::message::{CloseFrame, Compression, Message, MessageRef, Utf8Bytes};
@@ -343,12 +343,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             .poll_recv_as(cx, None, &mut self.io, true, Connection::take_message)
     }
 
+    /// The next whole message as positions, for the borrowing receives. A call of its own:
+    /// the lending path measures fewer instructions with the receive poll kept out of line
+    /// than inlined as the owning receive has it (callgrind, `firehose rapidws-ref`).
+    #[inline(never)]
+    fn poll_whole_raw(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Raw>, Error>> {
+        self.engine.poll_recv_raw(cx, None, &mut self.io, true)
+    }
+
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
     pub fn poll_recv_ref(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
-        let raw = ready!(self.engine.poll_recv_raw(cx, None, &mut self.io, true))?;
+        let raw = ready!(self.poll_whole_raw(cx))?;
         Poll::Ready(Ok(raw.map(|raw| self.engine.conn.raw_ref(&raw))))
     }
 
@@ -376,7 +384,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// # }
     /// ```
     pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
-        let raw = poll_fn(|cx| self.engine.poll_recv_raw(cx, None, &mut self.io, true)).await?;
+        let raw = poll_fn(|cx| self.poll_whole_raw(cx)).await?;
         Ok(raw.map(|raw| self.engine.conn.raw_ref(&raw)))
     }
 
