@@ -16,7 +16,13 @@ impl Vector for __m512i {
     // enough for its branch to mispredict, and one vector per step is mostly loop.
     const STEP: usize = 128;
     const ENTRY_ASCII: usize = crate::generic::ASCII_INLINE_MAX;
+    const PREFETCH_AHEAD: usize = 8 * 1024;
 
+    #[inline(always)]
+    unsafe fn prefetch(p: *const u8) {
+        // SAFETY: a prefetch is a hint: it reads nothing and never faults, whatever `p`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    }
     #[inline(always)]
     unsafe fn splat(b: u8) -> Self {
         // SAFETY: the caller guarantees AVX-512F.
