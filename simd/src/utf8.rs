@@ -106,6 +106,12 @@ fn whole_valid(buf: &[u8]) -> bool {
     if ascii_inline(buf) {
         return true;
     }
+    if buf.len() <= OPEN_TAIL_FROM {
+        // The kernel refuses a code point left open, so a short chunk that ends in one
+        // takes the slow path and is checked twice: cheaper than the test below, whose
+        // branch on the last byte mispredicts on non-ASCII text.
+        return validate_dispatched(buf);
+    }
     // Text most often ends in ASCII, where no code point can be open.
     let open = match buf.last() {
         Some(&b) if b >= 0x80 => scalar::incomplete_tail_start(buf.len(), |i| buf[i]) != buf.len(),
@@ -113,6 +119,10 @@ fn whole_valid(buf: &[u8]) -> bool {
     };
     !open && validate_dispatched(buf)
 }
+
+/// Up to this many bytes a streamed chunk is not first tested for a code point left open
+/// at its end (see [`whole_valid`]).
+const OPEN_TAIL_FROM: usize = 256;
 
 /// Whether `buf` is valid, complete UTF-8, on the cached kernel for its size.
 #[inline(always)]
