@@ -767,6 +767,60 @@ fn read_one_message(
     }
 }
 
+/// A pipelined burst whose last frame is cut by the end of a read: once the complete
+/// messages are taken, the room for the next read keeps only the cut frame's bytes (they
+/// may move to a new buffer, never the burst before them), and the frame completes
+/// with its rest.
+#[test]
+fn a_frame_cut_by_the_end_of_a_burst_is_carried_into_the_next_read() {
+    let now = Instant::now();
+    let mut client = Connection::new(Role::Client, Config::default(), now);
+    let mut server = Connection::new(Role::Server, Config::default(), now);
+    let payloads: Vec<Vec<u8>> = (0..65u8).map(|i| vec![i; 1024]).collect();
+    for p in &payloads {
+        client.send(MessageKind::Binary, p).unwrap();
+    }
+    let mut wire = Vec::new();
+    client.write_pending(&mut wire);
+    // Every frame is 1,032 bytes (2 + 2 length + 4 key + 1,024); the cut leaves 100
+    // bytes of the last one for later.
+    let cut = wire.len() - 100;
+    let mut at = 0;
+    let mut got = Vec::new();
+    while at < cut {
+        let buf = server.reserve_read();
+        let n = (buf.capacity() - buf.len()).min(cut - at);
+        buf.extend_from_slice(&wire[at..at + n]);
+        server.handle_received(now);
+        at += n;
+        while let Some(m) = server.poll_message() {
+            got.push(m.unwrap());
+        }
+    }
+    assert_eq!(got.len(), 64, "every frame but the cut one");
+    let buf = server.reserve_read();
+    // The cut frame's header and first 928 payload bytes (unmasked in place already).
+    assert_eq!(
+        buf.len(),
+        1032 - 100,
+        "only the cut frame's bytes are carried"
+    );
+    assert!(buf.capacity() - buf.len() >= 100, "room for the rest");
+    buf.extend_from_slice(&wire[cut..]);
+    server.handle_received(now);
+    got.push(
+        server
+            .poll_message()
+            .expect("the cut frame completes")
+            .unwrap(),
+    );
+    let want: Vec<Message> = payloads
+        .iter()
+        .map(|p| Message::Binary(p.clone().into()))
+        .collect();
+    assert_eq!(got, want);
+}
+
 /// Reads through `reserve_read` as an IO layer does: each read takes what the socket has,
 /// up to the room offered. A stream of 16 KiB messages, each in the socket whole, settles
 /// to one read per message: the room made between messages fits the next one, so no frame

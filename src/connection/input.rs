@@ -85,7 +85,7 @@ impl Connection {
             // Never more when there is room for the rest: growing a buffer that holds most
             // of a large message for a read past its end would copy the message.
             if rest > spare {
-                self.rx.reserve(rest.saturating_add(read_size));
+                self.grow_rx(rest.saturating_add(read_size));
             }
         } else if spare < read_size / 2 {
             let room = room_for_reads(read_size);
@@ -94,8 +94,29 @@ impl Connection {
             {
                 self.rx = buf;
             } else {
-                self.rx.reserve(room);
+                self.grow_rx(room);
             }
+        }
+    }
+
+    /// Room for `additional` more bytes in the receive buffer: in place when it can take
+    /// them (room at its end, or its unread bytes moved to its front), else a new buffer
+    /// holding the unread bytes when they are few (at most an eighth of `additional`: the
+    /// start of a frame after a burst). `reserve` would reallocate a buffer no
+    /// other handle shares, which copies the bytes already read before them too: a whole
+    /// pipelined burst before the start of the next frame, when the allocator cannot
+    /// grow the buffer in place. A large unread part (most of a message) is left to
+    /// `reserve`, which the allocator may grow without copying it.
+    fn grow_rx(&mut self, additional: usize) {
+        if self.rx.try_reclaim(additional) {
+            return;
+        }
+        if self.rx.len() <= additional / 8 {
+            let mut fresh = BytesMut::with_capacity(self.rx.len() + additional);
+            fresh.extend_from_slice(&self.rx);
+            self.rx = fresh;
+        } else {
+            self.rx.reserve(additional);
         }
     }
 
