@@ -333,7 +333,7 @@ impl Decoder {
     /// frame is all in `buf`, with no message in progress. Unmasked and validated in place
     /// and handed out in one step, without the frame and message state the general path
     /// keeps between calls (a tenth of a small echo's decoding).
-    #[inline]
+    #[inline(always)]
     fn whole(
         &mut self,
         buf: &mut [u8],
