@@ -207,7 +207,7 @@ impl Validator {
     /// [`valid_up_to`](Utf8Error::valid_up_to) counts from the start of the message; an
     /// incomplete code point at the end of the chunk is carried, not an error, until
     /// [`finish`](Self::finish).
-    #[inline]
+    #[inline(always)]
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Utf8Error> {
         // A chunk at a code point boundary that ends on one, as a frame that arrived whole
         // does, is one-shot validation (the same inline paths and cached kernel as
