@@ -6,8 +6,11 @@ mod tokio_support;
 
 use bytes::Bytes;
 use rapidws::deflate::DeflateConfig;
-use rapidws::tokio::{Delivery, Message, MessageKind, ServerConfig, connect};
+use rapidws::tokio::{
+    Delivery, MaybeTlsStream, Message, MessageKind, ServerConfig, WebSocket, connect,
+};
 use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
 use tokio_support::*;
 
 const SIZES: [usize; 7] = [0, 125, 126, 65535, 65536, 1 << 20, 16 << 20];
@@ -41,6 +44,14 @@ async fn echo_sizes(server: ServerConfig, client: rapidws::tokio::ClientConfig, 
     bounded(ws.close(1000, "done")).await.unwrap();
 }
 
+/// A client connected to a new echo server, both with the big limits.
+async fn connect_to_echo() -> WebSocket<MaybeTlsStream<TcpStream>> {
+    let addr = echo_server(server_config()).await;
+    bounded(connect(&format!("ws://{addr}/"), &client_config()))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn echo_returns_every_size_class_unchanged() {
     echo_sizes(server_config(), client_config(), &SIZES).await;
@@ -71,10 +82,7 @@ async fn deflate_is_negotiated_when_both_ends_want_it() {
 
 #[tokio::test]
 async fn fragmented_message_arrives_whole() {
-    let addr = echo_server(server_config()).await;
-    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
-        .await
-        .unwrap();
+    let mut ws = connect_to_echo().await;
     let data = pattern(100_000);
     let mut w = ws.begin_message(MessageKind::Binary).unwrap();
     for part in data.chunks(7_000) {
@@ -88,10 +96,7 @@ async fn fragmented_message_arrives_whole() {
 
 #[tokio::test]
 async fn send_from_reader_sends_one_message() {
-    let addr = echo_server(server_config()).await;
-    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
-        .await
-        .unwrap();
+    let mut ws = connect_to_echo().await;
     let data = pattern(300_001);
     let sent = bounded(ws.send_from(MessageKind::Binary, &data[..], 16 * 1024))
         .await
@@ -130,10 +135,7 @@ async fn recv_stream_reads_a_large_message_in_chunks() {
 
 #[tokio::test]
 async fn ping_is_answered_with_identical_pong() {
-    let addr = echo_server(server_config()).await;
-    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
-        .await
-        .unwrap();
+    let mut ws = connect_to_echo().await;
     bounded(ws.ping(Bytes::from_static(b"are you there")))
         .await
         .unwrap();
@@ -194,10 +196,7 @@ async fn server_close_reaches_client_then_stream_ends() {
 
 #[tokio::test]
 async fn split_halves_work_from_different_tasks() {
-    let addr = echo_server(server_config()).await;
-    let ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
-        .await
-        .unwrap();
+    let ws = connect_to_echo().await;
     let (mut rd, mut wr) = ws.into_split();
     const N: usize = 2_000;
     let writer = tokio::spawn(async move {
@@ -230,10 +229,7 @@ async fn split_halves_work_from_different_tasks() {
 
 #[tokio::test]
 async fn write_half_has_the_whole_connections_send_shorthands() {
-    let addr = echo_server(server_config()).await;
-    let ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
-        .await
-        .unwrap();
+    let ws = connect_to_echo().await;
     let (mut rd, mut wr) = ws.into_split();
     bounded(wr.send_text("from the half")).await.unwrap();
     bounded(wr.send_binary(vec![1u8, 2, 3])).await.unwrap();
@@ -258,10 +254,7 @@ async fn stream_and_sink_traits_move_messages() {
     use futures_sink::Sink;
     use std::pin::Pin;
 
-    let addr = echo_server(server_config()).await;
-    let mut ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
-        .await
-        .unwrap();
+    let mut ws = connect_to_echo().await;
     for i in 0..10 {
         bounded(std::future::poll_fn(|cx| Pin::new(&mut ws).poll_ready(cx)))
             .await
@@ -281,10 +274,7 @@ async fn stream_and_sink_traits_move_messages() {
 
 #[tokio::test]
 async fn write_half_sends_a_fragmented_message_while_read_half_receives() {
-    let addr = echo_server(server_config()).await;
-    let ws = bounded(connect(&format!("ws://{addr}/"), &client_config()))
-        .await
-        .unwrap();
+    let ws = connect_to_echo().await;
     let (mut rd, mut wr) = ws.into_split();
     let data = pattern(200_000);
     let sent = data.clone();
