@@ -758,13 +758,19 @@ fn read_one_message(
             return (ev.unwrap(), reads);
         }
         assert!(at < wire.len(), "the message was all delivered");
-        let buf = server.reserve_read();
-        let n = (buf.capacity() - buf.len()).min(wire.len() - at);
-        buf.extend_from_slice(&wire[at..at + n]);
-        server.handle_received(now);
-        at += n;
+        at += read_some(server, &wire, at, now);
         reads += 1;
     }
+}
+
+/// One read as an IO layer does it: the bytes of `wire` from `at`, up to the room
+/// `reserve_read` offers, into `server`; returns how many it took.
+fn read_some(server: &mut Connection, wire: &[u8], at: usize, now: Instant) -> usize {
+    let buf = server.reserve_read();
+    let n = (buf.capacity() - buf.len()).min(wire.len() - at);
+    buf.extend_from_slice(&wire[at..at + n]);
+    server.handle_received(now);
+    n
 }
 
 /// A pipelined burst whose last frame is cut by the end of a read: once the complete
@@ -788,11 +794,7 @@ fn a_frame_cut_by_the_end_of_a_burst_is_carried_into_the_next_read() {
     let mut at = 0;
     let mut got = Vec::new();
     while at < cut {
-        let buf = server.reserve_read();
-        let n = (buf.capacity() - buf.len()).min(cut - at);
-        buf.extend_from_slice(&wire[at..at + n]);
-        server.handle_received(now);
-        at += n;
+        at += read_some(&mut server, &wire[..cut], at, now);
         while let Some(m) = server.poll_message() {
             got.push(m.unwrap());
         }
