@@ -466,8 +466,8 @@ impl Engine {
 
     /// The next event from the peer, handed over by `hand` (the connection's `raw_owned`
     /// for an owned event, `take_message` for a message); whole messages only when
-    /// `whole`. `Ok(None)` once the connection has
-    /// closed cleanly (and after an error has been returned).
+    /// `whole`. `Ok(None)` once the connection has closed cleanly (and after an error has
+    /// been returned).
     #[inline]
     pub(crate) fn poll_recv_as<T>(
         &mut self,

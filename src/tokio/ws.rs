@@ -76,7 +76,11 @@ macro_rules! send_methods {
 
         /// [`feed`](Self::feed) with the choice of whether this message is compressed (see
         /// [`send_with`](Self::send_with)).
-        pub async fn feed_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
+        pub async fn feed_with(
+            &mut self,
+            msg: Message,
+            compression: Compression,
+        ) -> Result<(), Error> {
             self.put(msg, compression, Put::Feed).await
         }
 
