@@ -74,27 +74,14 @@ impl AsyncWrite for Pipe {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let mut left = self.limit;
-        let mut n = 0;
+        // One write of the inner pipe, as one `writev` is one operation of a socket
+        // (a write per slice would spend the task's budget of tokio operations).
+        let mut gathered = Vec::new();
         for b in bufs {
-            let take = b.len().min(left);
-            if take == 0 {
-                continue;
-            }
-            match Pin::new(&mut self.inner).poll_write(cx, &b[..take]) {
-                Poll::Ready(Ok(k)) => {
-                    n += k;
-                    left -= k;
-                    if k < take {
-                        break;
-                    }
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending if n == 0 => return Poll::Pending,
-                Poll::Pending => break,
-            }
+            let take = b.len().min(self.limit - gathered.len());
+            gathered.extend_from_slice(&b[..take]);
         }
-        Poll::Ready(Ok(n))
+        Pin::new(&mut self.inner).poll_write(cx, &gathered)
     }
     fn is_write_vectored(&self) -> bool {
         true
@@ -147,6 +134,40 @@ async fn answers_fed_between_receives_share_one_write() {
         assert_eq!(
             bounded(client.recv()).await.unwrap().unwrap(),
             Message::text(format!("m{i}"))
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_burst_of_large_answers_leaves_in_one_write() {
+    // 1 KiB payloads are not copied into the queue: each answer is a header and a
+    // payload slice, so 64 of them take 128 slices of one vectored write.
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let mut client = WebSocket::from_raw(a, Role::Client, &Config::default(), &[]);
+    let config = Config::default().with_read_buffer_size(128 << 10);
+    let pipe = Pipe::counted(b, writes.clone());
+    let mut server = WebSocket::from_raw(pipe, Role::Server, &config, &[]);
+    for i in 0..65u8 {
+        client.feed(Message::binary(vec![i; 1024])).await.unwrap();
+    }
+    bounded(client.flush()).await.unwrap();
+    // A connection that holds no receive buffer reads 2 KiB into the stack first: the
+    // first message. Its answer leaves before the read that brings the other 64.
+    let m = bounded(server.recv()).await.unwrap().unwrap();
+    server.feed(m).await.unwrap();
+    for _ in 0..64 {
+        let m = bounded(server.recv()).await.unwrap().unwrap();
+        server.feed(m).await.unwrap();
+    }
+    assert_eq!(writes.load(Ordering::Relaxed), 1, "the first answer");
+    let waited = tokio::time::timeout(Duration::from_millis(100), server.recv()).await;
+    assert!(waited.is_err());
+    assert_eq!(writes.load(Ordering::Relaxed), 2, "64 answers in one write");
+    for i in 0..65u8 {
+        assert_eq!(
+            bounded(client.recv()).await.unwrap().unwrap(),
+            Message::binary(vec![i; 1024])
         );
     }
 }

@@ -15,9 +15,6 @@ use crate::message::{CloseFrame, Compression, Message, Utf8Bytes};
 
 use super::net::Transport;
 
-/// iovecs handed to one vectored write at most.
-const MAX_IOVECS: usize = 64;
-
 #[cfg(feature = "tracing")]
 fn trace_open(role: Role) {
     tracing::debug!(target: "rapidws::blocking", ?role, "websocket open");
@@ -185,7 +182,7 @@ impl<S: Transport> WebSocket<S> {
     /// write, and flushes the stream. After a write timeout what is left stays queued.
     fn write_out(&mut self) -> io::Result<()> {
         while self.conn.has_pending_output() {
-            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut slices = [IoSlice::new(&[]); Connection::WRITE_SLICES];
             let count = self.conn.io_slices(&mut slices);
             match self.stream.write_vectored(&slices[..count]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

@@ -17,6 +17,11 @@ use super::{Connection, OutMessage, SendError, Transmit};
 use crate::message::Compression;
 
 impl Connection {
+    /// Slices worth handing to [`io_slices`](Self::io_slices) for one vectored write: a
+    /// frame is one or two (header, payload), so this holds a burst of 128 replies, and
+    /// a read of pipelined messages is answered in one write. Linux takes up to 1,024.
+    pub const WRITE_SLICES: usize = 256;
+
     /// Fills `out` with the output not yet written, in the order it goes out (control
     /// frames at the next frame boundary, the rest in order), for one vectored write;
     /// returns how many slices were used (0: nothing to write). Report what the transport

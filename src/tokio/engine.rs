@@ -99,10 +99,6 @@ fn with_wcx<T>(
 /// Bytes read into the stack by a connection that holds no receive buffer.
 const IDLE_READ: usize = 2048;
 
-/// iovecs handed to one `writev` at most. Linux allows 1024; 64 already amortises the
-/// syscall.
-const MAX_IOVECS: usize = 64;
-
 /// Not a [`Connection::timer_state`]: the deadline is to be asked for again.
 const NO_TIMER_STATE: u8 = u8::MAX;
 
@@ -186,7 +182,7 @@ impl Engine {
                 if count < few.len() {
                     ready!(wr.as_mut().poll_write_vectored(cx, &few[..count]))?
                 } else {
-                    let mut many = [IoSlice::new(&[]); MAX_IOVECS];
+                    let mut many = [IoSlice::new(&[]); Connection::WRITE_SLICES];
                     let count = self.conn.io_slices(&mut many);
                     ready!(wr.as_mut().poll_write_vectored(cx, &many[..count]))?
                 }
