@@ -12,7 +12,7 @@
 //! }
 //!
 //! impl Handler for Echo {
-//!     fn on_message(&mut self, socket: &mut Socket, msg: Message) {
+//!     fn on_message(&mut self, socket: &mut Socket<'_>, msg: Message) {
 //!         self.count += 1;
 //!         socket.send(msg);
 //!     }
@@ -24,7 +24,7 @@
 //! }
 //!
 //! impl Handler for Hello {
-//!     fn on_open(&mut self, socket: &mut Socket) {
+//!     fn on_open(&mut self, socket: &mut Socket<'_>) {
 //!         socket.send_text("hello");
 //!     }
 //!     fn on_message(&mut self, socket: &mut Socket, msg: Message) {
@@ -53,7 +53,9 @@
 //! ```
 //!
 //! Callbacks are plain functions: they run on the connection's task and must not block.
-//! What they send is queued and written (with backpressure) when the callback returns.
+//! What they send goes onto the connection's send queue and leaves before the connection
+//! next waits for the peer; the next message is received once that queue is under its
+//! high-water mark.
 //! A panic in a callback is caught: that connection is closed with 1011 (internal error)
 //! and no further callbacks run on it; other connections are not affected.
 
@@ -67,26 +69,44 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
+use crate::connection::{Connection, SendError};
 use crate::tokio::{
     self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Compression, Message, ServerConfig,
     WebSocket,
 };
 
-/// Sends from inside a callback. Messages are queued, in order, when the callback
-/// returns, and leave before the connection next waits for the peer: the replies to every
+/// Sends from inside a callback, onto the connection's own send queue. What a callback
+/// sends leaves before the connection next waits for the peer: the replies to every
 /// message that arrived in one read go out together in one vectored write, once no
 /// further whole message is buffered (callbacks are synchronous, so nothing else runs in
 /// between). A callback's only reply, when nothing more is buffered, is written as soon as
 /// the callback returns, straight from the message. A [`close`](Self::close) writes
 /// everything queued first.
-#[derive(Debug, Default)]
-pub struct Socket {
-    outbox: Vec<(Message, Compression)>,
-    close: Option<(CloseCode, String)>,
-    subprotocol: Option<String>,
+///
+/// A callback may queue past the send queue's high-water mark
+/// ([`Config::send_queue_high_water`](crate::tokio::Config::send_queue_high_water)):
+/// the next message is then received once the queue is back under it.
+#[derive(Debug)]
+pub struct Socket<'a> {
+    conn: &'a mut Connection,
+    subprotocol: Option<&'a str>,
+    sent: &'a mut Sent,
 }
 
-impl Socket {
+/// What a callback did with its [`Socket`], for the connection's task to finish.
+#[derive(Debug, Default)]
+struct Sent {
+    /// The first message, held while it is the only one: it may then be written straight
+    /// from the message ([`WebSocket::reply_alone`]).
+    first: Option<(Message, Compression)>,
+    /// Messages went to the connection's queue (the first with them).
+    queued: bool,
+    /// Why a send failed (the sends after it were dropped).
+    error: Option<SendError>,
+    close: Option<(CloseCode, String)>,
+}
+
+impl Socket<'_> {
     /// Queues a message (text, binary, ping or pong; a `Close` starts the close handshake).
     pub fn send(&mut self, msg: Message) {
         self.send_with(msg, Compression::Auto);
@@ -97,7 +117,24 @@ impl Socket {
     /// [`Compression::Always`] compresses it however short, when permessage-deflate was
     /// agreed.
     pub fn send_with(&mut self, msg: Message, compression: Compression) {
-        self.outbox.push((msg, compression));
+        let sent = &mut *self.sent;
+        if !sent.queued && sent.first.is_none() {
+            sent.first = Some((msg, compression));
+            return;
+        }
+        if let Some((first, c)) = sent.first.take() {
+            self.queue(first, c);
+        }
+        self.queue(msg, compression);
+    }
+
+    fn queue(&mut self, msg: Message, compression: Compression) {
+        self.sent.queued = true;
+        if self.sent.error.is_none()
+            && let Err(e) = self.conn.send_message(msg, compression, ws::now)
+        {
+            self.sent.error = Some(e);
+        }
     }
 
     /// Queues a text message.
@@ -114,12 +151,12 @@ impl Socket {
     /// [`Handler::on_close`] follows when the peer has answered.
     /// `code` is a [`CloseCode`] or its number.
     pub fn close(&mut self, code: impl Into<CloseCode>, reason: impl Into<String>) {
-        self.close = Some((code.into(), reason.into()));
+        self.sent.close = Some((code.into(), reason.into()));
     }
 
     /// The subprotocol agreed in the handshake, if any.
     pub fn subprotocol(&self) -> Option<&str> {
-        self.subprotocol.as_deref()
+        self.subprotocol
     }
 }
 
@@ -136,11 +173,11 @@ pub trait Handler: Send + 'static {
         let _ = (socket, msg);
     }
     /// A ping arrived (the pong is already on its way).
-    fn on_ping(&mut self, socket: &mut Socket, payload: Bytes) {
+    fn on_ping(&mut self, socket: &mut Socket<'_>, payload: Bytes) {
         let _ = (socket, payload);
     }
     /// A pong arrived.
-    fn on_pong(&mut self, socket: &mut Socket, payload: Bytes) {
+    fn on_pong(&mut self, socket: &mut Socket<'_>, payload: Bytes) {
         let _ = (socket, payload);
     }
     /// The connection ended: `frame` is the peer's close frame if one came, `error` why
@@ -185,17 +222,25 @@ impl From<ws::Error> for Error {
     }
 }
 
-/// Runs one callback with panics caught.
-fn call<H: Handler>(
+/// Runs one callback with panics caught, with a [`Socket`] on the connection that notes
+/// in `sent` what it sent.
+fn call<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
+    ws: &mut WebSocket<S>,
+    sent: &mut Sent,
     handler: &mut H,
-    socket: &mut Socket,
-    f: impl FnOnce(&mut H, &mut Socket),
+    f: impl FnOnce(&mut H, &mut Socket<'_>),
 ) -> Result<(), Error> {
-    catch_unwind(AssertUnwindSafe(|| f(handler, socket))).map_err(|_| Error::Panicked)
+    let (conn, subprotocol) = ws.handler_parts();
+    let mut socket = Socket {
+        conn,
+        subprotocol,
+        sent,
+    };
+    catch_unwind(AssertUnwindSafe(|| f(handler, &mut socket))).map_err(|_| Error::Panicked)
 }
 
-/// Queues what a callback sent (waiting for room in the send queue, not for the socket);
-/// true when it asked to close.
+/// Finishes what a callback sent (waiting for room in the send queue, not for the
+/// socket); true when it asked to close.
 ///
 /// No flush here: the receive that follows writes the queue before it reads or waits,
 /// so the replies to a burst of messages share one `writev` (as uWS corks a socket while
@@ -203,15 +248,18 @@ fn call<H: Handler>(
 /// `send` and its next `recv` the application may await anything.
 async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     ws: &mut WebSocket<S>,
-    socket: &mut Socket,
+    sent: &mut Sent,
 ) -> Result<bool, ws::Error> {
-    // A lone reply: when nothing more is buffered to receive, no other reply can join it,
-    // so it is written now, straight from the message.
-    let only = socket.outbox.len() == 1;
-    for (msg, compression) in socket.outbox.drain(..) {
-        ws.feed_reply(msg, compression, only).await?;
+    let queued = std::mem::take(&mut sent.queued);
+    if let Some(e) = sent.error.take() {
+        return Err(ws::Error::from_send(e));
     }
-    Ok(socket.close.is_some())
+    if let Some((msg, compression)) = sent.first.take() {
+        ws.reply_alone(msg, compression).await?;
+    } else if queued {
+        ws.room().await?;
+    }
+    Ok(sent.close.is_some())
 }
 
 /// Runs `handler` on an open connection until it ends. `Ok(())` after a clean close;
@@ -221,20 +269,17 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     H: Handler,
 {
-    let mut socket = Socket {
-        subprotocol: ws.subprotocol().map(str::to_owned),
-        ..Socket::default()
-    };
-    let mut result = call(handler, &mut socket, |h, s| h.on_open(s));
+    let mut sent = Sent::default();
+    let mut result = call(&mut ws, &mut sent, handler, |h, s| h.on_open(s));
     loop {
         if let Err(Error::Panicked) = result {
             let _ = ws.close(CloseCode::INTERNAL, "").await;
             return Err(Error::Panicked);
         }
-        match deliver(&mut ws, &mut socket).await {
+        match deliver(&mut ws, &mut sent).await {
             Ok(false) => {}
             Ok(true) => {
-                let (code, reason) = socket
+                let (code, reason) = sent
                     .close
                     .take()
                     .unwrap_or((CloseCode::NORMAL, String::new()));
@@ -250,12 +295,13 @@ where
             Ok(None) => return finish(handler, ws.close_frame().cloned(), None),
             Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),
         };
+        let sent = &mut sent;
         result = match msg {
-            Message::Ping(p) => call(handler, &mut socket, |h, s| h.on_ping(s, p)),
-            Message::Pong(p) => call(handler, &mut socket, |h, s| h.on_pong(s, p)),
+            Message::Ping(p) => call(&mut ws, sent, handler, |h, s| h.on_ping(s, p)),
+            Message::Pong(p) => call(&mut ws, sent, handler, |h, s| h.on_pong(s, p)),
             // The close echo is sent by the library; `recv` returns `None` next.
             Message::Close(_) => Ok(()),
-            data => call(handler, &mut socket, |h, s| h.on_message(s, data)),
+            data => call(&mut ws, sent, handler, |h, s| h.on_message(s, data)),
         };
     }
 }

@@ -188,6 +188,53 @@ fn chunk_delivery_hands_over_partial_frames_as_they_arrive() {
 }
 
 #[test]
+fn a_whole_message_is_sent_by_its_kind_and_the_clock_is_read_for_a_close_only() {
+    let mut p = Pair::new();
+    let now = p.now;
+    let reads = std::cell::Cell::new(0);
+    let clock = || {
+        reads.set(reads.get() + 1);
+        now
+    };
+    let sends = [
+        Message::text("t"),
+        Message::binary(vec![1u8, 2]),
+        Message::Ping(bytes::Bytes::from_static(b"p")),
+    ];
+    for m in sends {
+        p.client
+            .send_message(m, rapidws::Compression::Auto, clock)
+            .unwrap();
+    }
+    assert_eq!(reads.get(), 0);
+    p.client
+        .send_message(Message::Close(None), rapidws::Compression::Auto, clock)
+        .unwrap();
+    assert_eq!(reads.get(), 1);
+    pump(&mut p.client, &mut p.server, p.now);
+    let got = drain(&mut p.server);
+    assert_eq!(got[0], msg(MessageKind::Text, b"t"));
+    assert_eq!(got[1], msg(MessageKind::Binary, &[1, 2]));
+    assert_eq!(
+        got[2],
+        Ok(OwnedEvent::Ping(bytes::Bytes::from_static(b"p")))
+    );
+    // No close frame: 1000 without a reason.
+    assert_eq!(
+        got[3],
+        Ok(OwnedEvent::Close(Some(CloseFrame::new(
+            CloseCode::NORMAL,
+            ""
+        ))))
+    );
+    assert_eq!(
+        p.client
+            .send_message(Message::text("late"), rapidws::Compression::Auto, clock),
+        Err(SendError::Closed)
+    );
+}
+
+#[test]
 fn close_initiated_by_client() {
     let mut p = Pair::new();
     p.client.close(p.now, CloseCode::NORMAL, "bye").unwrap();

@@ -208,3 +208,49 @@ async fn panicking_client_handler_is_reported_as_panicked() {
         .unwrap();
     assert!(matches!(r, Err(handler::Error::Panicked)), "{r:?}");
 }
+
+/// Answers each message with `copies` numbered 1 KiB messages from one callback.
+struct Fanout {
+    copies: u32,
+    sent: u32,
+}
+
+impl Handler for Fanout {
+    fn on_message(&mut self, socket: &mut Socket, _: Message) {
+        for _ in 0..self.copies {
+            let mut payload = vec![0u8; 1024];
+            payload[..4].copy_from_slice(&self.sent.to_be_bytes());
+            socket.send_binary(payload);
+            self.sent += 1;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_callback_may_send_past_the_high_water_mark_and_everything_arrives_in_order() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}/", listener.local_addr().unwrap());
+    // 200 KiB per callback against a 4 KiB mark: the connection waits for room after
+    // each callback, before it receives the next message.
+    let connection = rapidws::tokio::Config::default().with_send_queue_high_water(4096);
+    let config = ServerConfig::default().with_connection(connection);
+    tokio::spawn(serve_handler(listener, config, |_| Fanout {
+        copies: 200,
+        sent: 0,
+    }));
+    let mut ws = within(rapidws::tokio::connect(&url, &ClientConfig::default()))
+        .await
+        .unwrap()
+        .unwrap();
+    for _ in 0..3 {
+        ws.feed(Message::text("go")).await.unwrap();
+    }
+    ws.flush().await.unwrap();
+    for i in 0..600u32 {
+        let m = within(ws.recv()).await.unwrap().unwrap().unwrap();
+        let data = m.into_data();
+        assert_eq!(data.len(), 1024);
+        assert_eq!(u32::from_be_bytes(data[..4].try_into().unwrap()), i);
+    }
+    ws.close(1000, "").await.unwrap();
+}

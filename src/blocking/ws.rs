@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::codec::{CloseCode, MessageKind, Role};
+use crate::codec::{CloseCode, Role};
 use crate::connection::{Config, Connection, SendError};
 #[cfg(feature = "deflate")]
 use crate::deflate::{DeflateConfig, DeflateParams};
 use crate::error::Error;
-use crate::message::{CloseFrame, Compression, Message, Utf8Bytes};
+use crate::message::{CloseFrame, Compression, Message};
 
 use super::net::Transport;
 
@@ -214,23 +214,7 @@ impl<S: Transport> WebSocket<S> {
     /// Control messages are never compressed. The next compressed message still
     /// inflates at the peer, with or without context takeover. Fails like `send`.
     pub fn send_with(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        let r = match msg {
-            Message::Text(t) => {
-                self.conn
-                    .send_bytes_with(MessageKind::Text, t.into_bytes(), compression)
-            }
-            Message::Binary(b) => self
-                .conn
-                .send_bytes_with(MessageKind::Binary, b, compression),
-            Message::Ping(p) => self.conn.ping(&p),
-            Message::Pong(p) => self.conn.pong(&p),
-            Message::Close(c) => {
-                let (code, reason) = c.map_or((CloseCode::NORMAL, Utf8Bytes::default()), |c| {
-                    (c.code, c.reason)
-                });
-                self.conn.close(Instant::now(), code, reason.as_str())
-            }
-        };
+        let r = self.conn.send_message(msg, compression, Instant::now);
         r.map_err(Error::from_send)?;
         self.flush()
     }

@@ -14,7 +14,7 @@ use crate::deflate::PerMessageDeflate;
 
 use super::queue::COALESCE_PAYLOAD_MAX;
 use super::{Connection, OutMessage, SendError, Transmit};
-use crate::message::Compression;
+use crate::message::{Compression, Message};
 
 impl Connection {
     /// Slices worth handing to [`io_slices`](Self::io_slices) for one vectored write: a
@@ -221,6 +221,29 @@ impl Connection {
         }
         // Not compressed: the payload itself goes out.
         self.queue_owned(true, false, kind.opcode(), payload)
+    }
+
+    /// Queues a whole [`Message`]: text and binary as
+    /// [`send_bytes_with`](Self::send_bytes_with) (a server's uncompressed payload is not
+    /// copied), a ping or pong as [`ping`](Self::ping) and [`pong`](Self::pong), a close
+    /// as [`close`](Self::close) at `now()` (no frame: 1000, no reason; the clock is read
+    /// for a close only). Fails like those.
+    pub fn send_message(
+        &mut self,
+        msg: Message,
+        compression: Compression,
+        now: impl FnOnce() -> Instant,
+    ) -> Result<(), SendError> {
+        match msg {
+            Message::Text(t) => {
+                self.send_bytes_with(MessageKind::Text, t.into_bytes(), compression)
+            }
+            Message::Binary(b) => self.send_bytes_with(MessageKind::Binary, b, compression),
+            Message::Ping(p) => self.ping(&p),
+            Message::Pong(p) => self.pong(&p),
+            Message::Close(Some(f)) => self.close(now(), f.code, f.reason.as_str()),
+            Message::Close(None) => self.close(now(), CloseCode::NORMAL, ""),
+        }
     }
 
     // ----- a lone frame, written without the queue -----

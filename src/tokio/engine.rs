@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
-use crate::codec::{CloseCode, HeaderBuf, MessageKind};
+use crate::codec::{HeaderBuf, MessageKind};
 use crate::connection::{self, Connection, Raw};
 use crate::error::Error;
 use crate::message::{Compression, Message};
@@ -283,14 +283,7 @@ impl Engine {
 
     /// Queues `msg` on the connection (no IO).
     pub(crate) fn queue(&mut self, msg: Message, compression: Compression) -> Result<(), Error> {
-        self.send_with(|c| match msg {
-            Message::Text(t) => c.send_bytes_with(MessageKind::Text, t.into_bytes(), compression),
-            Message::Binary(b) => c.send_bytes_with(MessageKind::Binary, b, compression),
-            Message::Ping(p) => c.ping(&p),
-            Message::Pong(p) => c.pong(&p),
-            Message::Close(Some(f)) => c.close(now(), f.code, f.reason.as_str()),
-            Message::Close(None) => c.close(now(), CloseCode::NORMAL, ""),
-        })
+        self.send_with(|c| c.send_message(msg, compression, now))
     }
 
     /// Puts the message in `msg` on its way (taken on the call that finds room for it) and

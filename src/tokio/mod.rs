@@ -71,6 +71,7 @@ pub use client::{
 };
 #[cfg(feature = "tokio-rustls")]
 pub use client::{connect_tls, connect_tls_with_response};
+pub(crate) use engine::now;
 pub(crate) use net::Acceptor;
 #[cfg(feature = "http2")]
 pub(crate) use net::within;

@@ -471,16 +471,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             .map_err(TrySendError::Failed)
     }
 
-    /// For the handler API, a reply: [`feed_with`](Self::feed_with), unless it is the
-    /// `only` reply to a read, which may leave at once (see [`Put::Alone`]).
-    pub(crate) fn feed_reply(
+    /// For the handler API, a callback's only reply: written at once when nothing more is
+    /// buffered to receive, else queued (see [`Put::Alone`]).
+    pub(crate) fn reply_alone(
         &mut self,
         msg: Message,
         compression: Compression,
-        only: bool,
     ) -> impl Future<Output = Result<(), Error>> + '_ {
-        let put = if only { Put::Alone } else { Put::Feed };
-        self.put(msg, compression, put)
+        self.put(msg, compression, Put::Alone)
+    }
+
+    /// For the handler API: the connection, for a callback to queue its replies on, and
+    /// the subprotocol.
+    pub(crate) fn handler_parts(&mut self) -> (&mut Connection, Option<&str>) {
+        (&mut self.engine.conn, self.subprotocol.as_deref())
+    }
+
+    /// For the handler API: waits until the send queue is back under its high-water mark
+    /// (a callback may queue past it).
+    pub(crate) fn room(&mut self) -> impl Future<Output = Result<(), Error>> + '_ {
+        poll_fn(move |cx| self.with(cx, |e, io, cx| e.poll_room(cx, io, 0)))
     }
 
     /// Runs `f` with the engine, the socket and `cx`, as [`WriteHalf`] does under its lock.
