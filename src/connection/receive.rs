@@ -228,15 +228,18 @@ impl Connection {
         match loc {
             Loc::Rx(r) => {
                 // The frame leaves the buffer; its payload is cut out of it in place (no
-                // second handle, as `Bytes::slice` would make).
+                // second handle, as `Bytes::slice` would make). The header is skipped on
+                // the frozen handle: `Bytes::advance` moves a pointer, where
+                // `BytesMut::advance` is a call that first asks how the buffer is shared.
                 let mut frame = self.rx.split_to(self.rx_pending);
                 let frame_len = frame.len();
                 self.last_frame = frame_len.min(u32::MAX as usize) as u32;
                 self.rx_pending = 0;
                 frame.truncate(r.end);
-                frame.advance(r.start);
                 self.detach_after_large(frame_len);
-                frame.freeze()
+                let mut payload = frame.freeze();
+                payload.advance(r.start);
+                payload
             }
             Loc::Msg => {
                 self.msg_delivered = false;
