@@ -72,6 +72,17 @@ pub fn validate(buf: &[u8]) -> Result<(), Utf8Error> {
     }
 }
 
+/// `buf` as text: [`validate`], then the same `&str` that `core::str::from_utf8` gives,
+/// at the kernels' speed. For callers that forbid `unsafe` and hold bytes they know (or
+/// want to know) are UTF-8.
+#[inline]
+pub fn from_utf8(buf: &[u8]) -> Result<&str, Utf8Error> {
+    validate(buf)?;
+    // SAFETY: `validate` accepted `buf`: it is UTF-8 (the kernels are tested against
+    // `core::str::from_utf8` on every backend).
+    Ok(unsafe { core::str::from_utf8_unchecked(buf) })
+}
+
 /// Whether `buf` is short ASCII, checked inline: a chat line or a JSON key is, and then
 /// no kernel needs to be called. Non-ASCII or longer input says `false` and goes to the
 /// kernel.

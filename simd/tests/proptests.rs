@@ -34,6 +34,16 @@ proptest! {
     #![proptest_config(cfg())]
 
     #[test]
+    fn from_utf8_equals_std(data in utf8ish()) {
+        let ours = utf8::from_utf8(&data);
+        prop_assert_eq!(our_result(ours.map(|_| ())), std_result(&data));
+        if let Ok(text) = ours {
+            prop_assert_eq!(text.as_ptr(), data.as_ptr());
+            prop_assert_eq!(text.len(), data.len());
+        }
+    }
+
+    #[test]
     fn validate_equals_std(data in utf8ish()) {
         let want = std_result(&data);
         for b in backends() {

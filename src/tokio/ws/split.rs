@@ -119,8 +119,8 @@ impl Lent {
 
     fn get(&self) -> MessageRef<'_> {
         // Text and close reasons were validated as they arrived; checked again without
-        // `unsafe`.
-        let text = || std::str::from_utf8(&self.buf).unwrap_or_default();
+        // `unsafe`, with the SIMD kernels.
+        let text = || crate::simd::utf8::from_utf8(&self.buf).unwrap_or_default();
         match self.kind {
             LentKind::Text => MessageRef::Text(text()),
             LentKind::Binary => MessageRef::Binary(&self.buf),
