@@ -12,7 +12,7 @@
 //! }
 //!
 //! impl Handler for Echo {
-//!     fn on_message(&mut self, socket: &mut Socket<'_>, msg: Message) {
+//!     fn on_message(&mut self, socket: &mut Socket, msg: Message) {
 //!         self.count += 1;
 //!         socket.send(msg);
 //!     }
@@ -24,7 +24,7 @@
 //! }
 //!
 //! impl Handler for Hello {
-//!     fn on_open(&mut self, socket: &mut Socket<'_>) {
+//!     fn on_open(&mut self, socket: &mut Socket) {
 //!         socket.send_text("hello");
 //!     }
 //!     fn on_message(&mut self, socket: &mut Socket, msg: Message) {
@@ -56,8 +56,9 @@
 //! What they send goes onto the connection's send queue and leaves before the connection
 //! next waits for the peer; the next message is received once that queue is under its
 //! high-water mark.
-//! A panic in a callback is caught: that connection is closed with 1011 (internal error)
-//! and no further callbacks run on it; other connections are not affected.
+//! A panic in a callback is caught: that connection is closed with 1011 (internal error),
+//! after what the callback sent before it panicked, and no further callbacks run on it;
+//! other connections are not affected.
 
 use std::fmt;
 use std::io;
@@ -165,11 +166,11 @@ impl Socket<'_> {
 /// library before the callbacks see them.
 pub trait Handler: Send + 'static {
     /// The connection is open.
-    fn on_open(&mut self, socket: &mut Socket) {
+    fn on_open(&mut self, socket: &mut Socket<'_>) {
         let _ = socket;
     }
     /// A text or binary message arrived.
-    fn on_message(&mut self, socket: &mut Socket, msg: Message) {
+    fn on_message(&mut self, socket: &mut Socket<'_>, msg: Message) {
         let _ = (socket, msg);
     }
     /// A ping arrived (the pong is already on its way).
@@ -273,6 +274,8 @@ where
     let mut result = call(&mut ws, &mut sent, handler, |h, s| h.on_open(s));
     loop {
         if let Err(Error::Panicked) = result {
+            // What the callback sent before it panicked is on the connection already.
+            let _ = deliver(&mut ws, &mut sent).await;
             let _ = ws.close(CloseCode::INTERNAL, "").await;
             return Err(Error::Panicked);
         }

@@ -21,6 +21,10 @@ impl Handler for Echo {
         if msg == Message::text("panic") {
             panic!("handler asked to panic");
         }
+        if msg == Message::text("reply, then panic") {
+            socket.send_text("reply");
+            panic!("handler asked to panic after a reply");
+        }
         if msg == Message::text("count") {
             socket.send_text(self.count.to_string());
             return;
@@ -146,6 +150,19 @@ async fn panicking_handler_closes_its_connection_with_1011_and_server_keeps_serv
     );
     bystander.close(1000, "").await.unwrap();
     fresh.close(1000, "").await.unwrap();
+}
+
+#[tokio::test]
+async fn what_a_callback_sent_before_it_panicked_leaves_before_the_1011() {
+    let url = start_server().await;
+    let mut ws = rapidws::tokio::connect(&url, &ClientConfig::default())
+        .await
+        .unwrap();
+    ws.send(Message::text("reply, then panic")).await.unwrap();
+    let got = within(ws.recv()).await.unwrap().unwrap();
+    assert_eq!(got, Some(Message::text("reply")));
+    let got = within(ws.recv()).await.unwrap().unwrap();
+    assert_eq!(got, Some(Message::Close(Some(CloseFrame::new(1011, "")))));
 }
 
 #[tokio::test]
