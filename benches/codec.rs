@@ -10,8 +10,7 @@
 //! Burst: 100 text frames of 16 B or 100 B in one buffer, masked (a client's burst, decoded
 //! by a server) or unmasked (a server's, decoded by a client), decoded whole per iteration
 //! through the bare `Decoder` and through `Connection` (`handle_bytes` of the whole buffer,
-//! then `poll_event` until it is empty); `batch` is the default batch path, `single` the
-//! frame-at-a-time path (`DecoderConfig::batch` / `Config::batch_decode` off).
+//! then `poll_event` until it is empty), one frame per call.
 //!
 //! `cargo bench --bench codec -- --warm-up-time 1 --measurement-time 2`
 
@@ -192,14 +191,10 @@ fn decode_burst(c: &mut Criterion) {
                 (Role::Server, Role::Client, "unmasked")
             };
             let wire = burst(sender, size);
-            // `batch` is the batch path (the default); `single` turns it off: one frame per
-            // call, the path every frame took before.
-            for (mode, batch) in [("batch", true), ("single", false)] {
+            {
                 let id = format!("{size}/{label}");
-                g.bench_function(BenchmarkId::new(format!("decoder/{mode}"), &id), |b| {
-                    let mut cfg = DecoderConfig::new(receiver);
-                    cfg.batch = batch;
-                    let mut decoder = Decoder::new(cfg);
+                g.bench_function(BenchmarkId::new("decoder", &id), |b| {
+                    let mut decoder = Decoder::new(DecoderConfig::new(receiver));
                     let mut buf = wire.clone();
                     b.iter(|| {
                         buf.copy_from_slice(&wire);
@@ -221,11 +216,9 @@ fn decode_burst(c: &mut Criterion) {
                     });
                 });
 
-                g.bench_function(BenchmarkId::new(format!("connection/{mode}"), &id), |b| {
+                g.bench_function(BenchmarkId::new("connection", &id), |b| {
                     let now = Instant::now();
-                    let mut cfg = Config::default();
-                    cfg.batch_decode = batch;
-                    let mut conn = Connection::new(receiver, cfg, now);
+                    let mut conn = Connection::new(receiver, Config::default(), now);
                     b.iter(|| {
                         conn.handle_bytes(now, &wire);
                         let mut messages = 0;

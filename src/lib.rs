@@ -6,8 +6,8 @@
 //! it never touches a socket or reads a clock. The IO layers ([`tokio`][tokio-layer]
 //! and [`blocking`]) drive that one core. The hot paths (masking and UTF-8 validation) are
 //! SIMD kernels from [`rapidws_simd`](simd), which also has a scalar scanner of frame
-//! headers (used only by the opt-in batch decoding) and is the only crate with `unsafe`
-//! code; this one is `#![forbid(unsafe_code)]`.
+//! headers (not used by the decoder, which takes one frame per call) and is the only crate
+//! with `unsafe` code; this one is `#![forbid(unsafe_code)]`.
 //!
 //! Hostile input gives a typed error and the right close code (1002 protocol error,
 //! 1007 invalid UTF-8, 1009 too big), never a panic or an allocation the peer sized: every

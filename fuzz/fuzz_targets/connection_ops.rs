@@ -54,7 +54,6 @@ fn config(flags: u8, server: bool) -> Config {
         c.pong_timeout = Some(Duration::from_secs(5));
         c.idle_timeout = Some(Duration::from_secs(60));
     }
-    c.batch_decode = flags & 0x40 == 0;
     if flags & 0x80 != 0 {
         // Tight buffers: reads stop on one queued control frame, read-ahead is small.
         c.control_queue_capacity = 1;

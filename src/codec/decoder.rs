@@ -2,7 +2,7 @@
 
 use core::ops::Range;
 
-use rapidws_simd::frame::{self, FrameHeader, HeaderError, parse_header};
+use rapidws_simd::frame::{FrameHeader, HeaderError, parse_header};
 use rapidws_simd::utf8::{self, Validator};
 
 use super::{
@@ -29,18 +29,6 @@ pub struct DecoderConfig {
     /// Whether RSV1 may be set on the first frame of a data message (permessage-deflate
     /// was negotiated).
     pub rsv1_allowed: bool,
-    /// Decode a buffer that holds several complete frames in batches: their headers are
-    /// scanned in one pass ([`rapidws_simd::frame::scan`]) and checked, their payloads
-    /// unmasked and validated in one tight loop, and the following calls hand the frames
-    /// out without running the state machine again. The items and errors are the same as
-    /// with it off (one frame per call); only the time differs.
-    ///
-    /// Default off: frame at a time decodes a whole single-frame message in one step, and
-    /// measured faster on every burst tried. 100 frames of 16 or 100 B through the decoder
-    /// took 1.4-1.6x less time (`cargo bench --bench codec -- burst`), and a firehose of
-    /// 64 B text frames 263 instructions per frame against 346 in batches (callgrind,
-    /// `bash benches/callgrind.sh firehose mem-decoder 64`).
-    pub batch: bool,
 }
 
 impl DecoderConfig {
@@ -51,7 +39,6 @@ impl DecoderConfig {
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             rsv1_allowed: false,
-            batch: false,
         }
     }
 }
@@ -103,14 +90,6 @@ pub struct ControlFrame {
     /// close, it has been checked by [`super::parse_close_payload`].
     pub payload: Range<usize>,
 }
-
-/// Most frames one batch covers (the size of the stack array of headers).
-const BATCH: usize = 32;
-
-/// In a batch, text payloads shorter than this are validated together: the OR of all
-/// their bytes is taken, and only when it has the high bit set (some byte is not ASCII)
-/// is each validated on its own. Longer ones go to `utf8::unmask_validate` one by one.
-const BATCH_ASCII_MAX: usize = 256;
 
 #[derive(Clone, Copy, Debug)]
 struct FrameState {
@@ -174,9 +153,6 @@ pub struct Decoder {
     frame: Option<FrameState>,
     message: Option<MessageState>,
     utf8: Validator,
-    /// Complete frames at the front of the caller's buffer that a batch has already
-    /// checked and unmasked (see [`DecoderConfig::batch`]).
-    ahead: u8,
 }
 
 impl Decoder {
@@ -188,7 +164,6 @@ impl Decoder {
             frame: None,
             message: None,
             utf8: Validator::new(),
-            ahead: 0,
         }
     }
 
@@ -218,18 +193,11 @@ impl Decoder {
     /// Decodes the next item from `buf`, unmasking payload in place.
     ///
     /// `buf` must start right after the bytes consumed by the previous call and hold the
-    /// bytes that followed them unchanged (more may be appended): with
-    /// [`DecoderConfig::batch`] on, complete frames past `consumed` may already have been
-    /// checked and unmasked in place. After an error the stream is unusable; the connection
-    /// fails with the error's close code.
+    /// bytes that followed them unchanged (more may be appended). After an error the
+    /// stream is unusable; the connection fails with the error's close code.
     pub fn decode(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
         if self.frame.is_some() {
             return self.payload(buf, 0);
-        }
-        if self.ahead > 0
-            && let Some(d) = self.next_ahead(buf)
-        {
-            return Ok(d);
         }
         let header = match parse_header(buf) {
             Ok(Some(h)) => h,
@@ -242,16 +210,6 @@ impl Decoder {
             // RFC 6455 5.2: "the most significant bit MUST be 0" in a 64-bit length.
             Err(HeaderError::LengthOverflow) => return Err(ProtocolError::LengthOverflow),
         };
-        if self.config.batch {
-            let size = frame_size(&header);
-            // A batch pays off only when another frame follows a complete one.
-            if size < buf.len() as u64 && self.batch(buf, &header) > 0 {
-                if let Some(d) = self.next_ahead(buf) {
-                    return Ok(d);
-                }
-                debug_assert!(false, "a batch's first frame is in the buffer");
-            }
-        }
         let opcode = self.check_frame(&header)?;
         if opcode.is_control() {
             let start = header.header_len as usize;
@@ -426,161 +384,6 @@ impl Decoder {
         Ok(opcode)
     }
 
-    /// Whether a complete frame can join a batch: it passes every check, and it is a ping,
-    /// a pong or a whole unfragmented data message, so that taking it changes no decoder
-    /// state. Anything else (a close, a fragment, an error) ends the batch and is left to
-    /// the frame-at-a-time path, which reports the error if there is one.
-    #[inline(always)]
-    fn batchable(&self, header: &FrameHeader) -> Option<Batched> {
-        let opcode = self.check_frame(header).ok()?;
-        let compressed = header.rsv & 0b100 != 0;
-        match opcode {
-            OpCode::Ping | OpCode::Pong => Some(Batched::Control),
-            OpCode::Text | OpCode::Binary
-                if header.fin
-                    && self.message.is_none()
-                    // A single-frame message must fit the message limit (checked after
-                    // inflation when compressed).
-                    && (compressed
-                        || header.payload_len <= self.config.max_message_size as u64) =>
-            {
-                Some(if opcode == OpCode::Text && !compressed {
-                    Batched::Text
-                } else {
-                    Batched::Opaque
-                })
-            }
-            _ => None,
-        }
-    }
-
-    /// Checks and unmasks the complete frames at the start of `buf`, the first of which has
-    /// `first` as its header, up to the first one that cannot join a batch. Returns how many
-    /// were taken (also stored in `ahead`); their payloads are unmasked and, for text,
-    /// validated. A frame whose text fails validation is left as received (masked again)
-    /// for the frame-at-a-time path to report.
-    fn batch(&mut self, buf: &mut [u8], first: &FrameHeader) -> u8 {
-        // Cheap refusal first: a fragment or an error at the front scans nothing more.
-        if self.batchable(first).is_none() {
-            return 0;
-        }
-        let mut headers = [FrameHeader::default(); BATCH];
-        headers[0] = *first;
-        let first_size = frame_size(first) as usize;
-        let scanned = 1 + frame::scan(&buf[first_size..], &mut headers[1..]).frames;
-        let headers = &headers[..scanned];
-
-        // Pass 1: checks, unmasking, and the OR of the bytes of every short text payload.
-        let mut taken = 0;
-        let mut pos = 0;
-        let mut high = 0u8;
-        let mut short_text = false;
-        for h in headers {
-            let Some(kind) = self.batchable(h) else { break };
-            let start = pos + usize::from(h.header_len);
-            let end = start + h.payload_len as usize;
-            let payload = &mut buf[start..end];
-            if kind == Batched::Text && payload.len() >= BATCH_ASCII_MAX {
-                let mut key = h.mask;
-                let ok = match &mut key {
-                    Some(k) => {
-                        let mut v = Validator::new();
-                        utf8::unmask_validate(payload, k, &mut v).is_ok() && v.finish().is_ok()
-                    }
-                    None => utf8::validate(payload).is_ok(),
-                };
-                if !ok {
-                    // Leave it as it came (masking is its own inverse) for the
-                    // frame-at-a-time path, which reports the error at this frame.
-                    if let Some(mut k) = h.mask {
-                        rapidws_simd::mask::apply(payload, &mut k);
-                    }
-                    break;
-                }
-            } else {
-                if let Some(mut k) = h.mask {
-                    rapidws_simd::mask::apply(payload, &mut k);
-                }
-                if kind == Batched::Text {
-                    short_text = true;
-                    high |= or_bytes(payload);
-                }
-            }
-            pos = end;
-            taken += 1;
-        }
-
-        // Pass 2, only when some short text payload is not all ASCII: validate each on its
-        // own (RFC 6455 8.1: every text message is UTF-8 by itself). From the first that
-        // fails on, the frames are masked again and left out.
-        if short_text && high & 0x80 != 0 {
-            let mut pos = 0;
-            let mut bad = None;
-            for (i, h) in headers[..taken].iter().enumerate() {
-                let start = pos + usize::from(h.header_len);
-                let end = start + h.payload_len as usize;
-                pos = end;
-                if bad.is_none()
-                    && h.opcode == OpCode::Text.as_u8()
-                    && h.rsv & 0b100 == 0
-                    && (end - start) < BATCH_ASCII_MAX
-                    && utf8::validate(&buf[start..end]).is_err()
-                {
-                    bad = Some(i);
-                }
-                if bad.is_some()
-                    && let Some(mut k) = h.mask
-                {
-                    rapidws_simd::mask::apply(&mut buf[start..end], &mut k);
-                }
-            }
-            if let Some(i) = bad {
-                taken = i;
-            }
-        }
-        // `taken <= BATCH`, which fits a u8.
-        self.ahead = taken as u8;
-        self.ahead
-    }
-
-    /// Hands out the next frame a batch prepared; `None` (and the batch forgotten) if `buf`
-    /// does not hold it, which only a caller breaking the buffer contract can cause.
-    #[inline]
-    fn next_ahead(&mut self, buf: &[u8]) -> Option<Decoded> {
-        // The batch checked this header: only its opcode, RSV1 and extent are read again.
-        let Some((b0, start, end)) = batched_extent(buf) else {
-            self.ahead = 0;
-            return None;
-        };
-        self.ahead -= 1;
-        let item = match b0 & 0x0f {
-            0x9 => Item::Control(ControlFrame {
-                kind: ControlKind::Ping,
-                payload: start..end,
-            }),
-            0xA => Item::Control(ControlFrame {
-                kind: ControlKind::Pong,
-                payload: start..end,
-            }),
-            op => Item::Data(DataChunk {
-                kind: if op == OpCode::Text.as_u8() {
-                    MessageKind::Text
-                } else {
-                    MessageKind::Binary
-                },
-                compressed: b0 & 0x40 != 0,
-                payload: start..end,
-                first: true,
-                frame_end: true,
-                message_end: true,
-            }),
-        };
-        Some(Decoded {
-            consumed: end,
-            item: Some(item),
-        })
-    }
-
     /// Processes the payload of the current data frame at the start of `buf`; `offset` is
     /// where `buf` starts in the caller's buffer.
     fn payload(&mut self, buf: &mut [u8], offset: usize) -> Result<Decoded, ProtocolError> {
@@ -634,9 +437,7 @@ impl Decoder {
 
 mod helpers;
 
-use helpers::{
-    Batched, batched_extent, frame_size, or_bytes, unmask_and_validate, unreachable_state,
-};
+use helpers::{unmask_and_validate, unreachable_state};
 
 #[cfg(test)]
 mod tests;

@@ -4,10 +4,9 @@
 //! as its bytes are there, then unmasks (and, for text, UTF-8-validates) the payload in
 //! place while it arrives, so a frame is never rescanned and a bad text message fails at
 //! the first chunk where the error is certain. A whole single-frame message is checked,
-//! unmasked and validated in one step. Batch decoding ([`DecoderConfig::batch`], off by
-//! default: it measured slower) scans the headers of a burst of complete frames in one
-//! pass instead, with the same items and errors. Every protocol rule of RFC
-//! 6455 section 5 is enforced here, frame by frame, and each violation is a
+//! unmasked and validated in one step, one frame per call: scanning the headers of a
+//! burst of frames first ([`rapidws_simd::frame::scan`]) measured slower. Every protocol
+//! rule of RFC 6455 section 5 is enforced here, frame by frame, and each violation is a
 //! [`ProtocolError`] that maps to its close code.
 //!
 //! The encoder writes a header into a fixed `[u8; 14]` ([`HeaderBuf`]) and leaves the

@@ -88,10 +88,6 @@ settings! {
         /// Most bytes read and discarded during that linger. Default 64 MiB (nothing is kept:
         /// they cost reading time only).
         pub linger_bytes: usize = 64 << 20,
-        /// Decode a receive buffer holding several complete frames in batches
-        /// ([`crate::codec::DecoderConfig::batch`]): the same events. Default off: one frame
-        /// per call measured faster on every burst tried (see `DecoderConfig::batch`).
-        pub batch_decode: bool = false,
         /// Most room reserved in the receive buffer in one step for the announced, not yet
         /// received rest of a single-frame message
         /// ([`Connection::reserve_recv`](super::Connection::reserve_recv)): the rest of a frame

@@ -295,7 +295,6 @@ impl Connection {
         let mut dc = DecoderConfig::new(role);
         dc.max_frame_size = config.max_frame_size;
         dc.max_message_size = config.max_message_size;
-        dc.batch = config.batch_decode;
         let read_size = config.read_buffer_size.clamp(256, MAX_READ_CHUNK as usize) as u32;
         Connection {
             role,

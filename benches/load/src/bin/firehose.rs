@@ -15,8 +15,8 @@
 //! `tokio-tungstenite`, `fastwebsockets` (`FragmentCollector::read_frame`),
 //! `tokio-websockets`, `wtx` (`read_frame`, payload lent from its buffer). In memory, over
 //! the same bytes (the server's block, passed over again and again; no socket, no
-//! runtime): `mem-scan` (`rapidws_simd::frame::scan`, headers only: what the codec's batch
-//! path starts from), `mem-decoder` (`rapidws::codec::Decoder`, client role, default
+//! runtime): `mem-scan` (`rapidws_simd::frame::scan`, headers only: the floor of any
+//! decoder), `mem-decoder` (`rapidws::codec::Decoder`, client role, default
 //! settings: every RFC 6455 check and UTF-8 validation), `mem-connection` (the sans-IO
 //! `Connection`: `handle_bytes` with 64 KiB at a time, then `poll_event`).
 //!
