@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rapidws::handler::{self, Handler, Socket, dial_handler, serve_handler};
-use rapidws::tokio::{ClientConfig, CloseFrame, Error as WsError, Message, ServerConfig};
-use tokio::net::TcpListener;
+use rapidws::tokio::{
+    ClientConfig, CloseFrame, Error as WsError, MaybeTlsStream, Message, ServerConfig, WebSocket,
+};
+use tokio::net::{TcpListener, TcpStream};
 
 /// Echoes data; panics on the text "panic"; counts messages per connection.
 struct Echo {
@@ -81,6 +83,14 @@ fn within<F: std::future::Future>(f: F) -> tokio::time::Timeout<F> {
     tokio::time::timeout(Duration::from_secs(10), f)
 }
 
+/// A plain client connection to `url`.
+async fn client(url: &str) -> WebSocket<MaybeTlsStream<TcpStream>> {
+    within(rapidws::tokio::connect(url, &ClientConfig::default()))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn callbacks_run_in_order_with_per_connection_state() {
     let url = start_server().await;
@@ -125,12 +135,8 @@ async fn callbacks_run_in_order_with_per_connection_state() {
 #[tokio::test]
 async fn panicking_handler_closes_its_connection_with_1011_and_server_keeps_serving() {
     let url = start_server().await;
-    let mut victim = rapidws::tokio::connect(&url, &ClientConfig::default())
-        .await
-        .unwrap();
-    let mut bystander = rapidws::tokio::connect(&url, &ClientConfig::default())
-        .await
-        .unwrap();
+    let mut victim = client(&url).await;
+    let mut bystander = client(&url).await;
     victim.send(Message::text("panic")).await.unwrap();
     let got = within(victim.recv()).await.unwrap().unwrap();
     assert_eq!(got, Some(Message::Close(Some(CloseFrame::new(1011, "")))));
@@ -140,9 +146,7 @@ async fn panicking_handler_closes_its_connection_with_1011_and_server_keeps_serv
         within(bystander.recv()).await.unwrap().unwrap(),
         Some(Message::text("still here"))
     );
-    let mut fresh = rapidws::tokio::connect(&url, &ClientConfig::default())
-        .await
-        .unwrap();
+    let mut fresh = client(&url).await;
     fresh.send(Message::text("new")).await.unwrap();
     assert_eq!(
         within(fresh.recv()).await.unwrap().unwrap(),
@@ -155,9 +159,7 @@ async fn panicking_handler_closes_its_connection_with_1011_and_server_keeps_serv
 #[tokio::test]
 async fn what_a_callback_sent_before_it_panicked_leaves_before_the_1011() {
     let url = start_server().await;
-    let mut ws = rapidws::tokio::connect(&url, &ClientConfig::default())
-        .await
-        .unwrap();
+    let mut ws = client(&url).await;
     ws.send(Message::text("reply, then panic")).await.unwrap();
     let got = within(ws.recv()).await.unwrap().unwrap();
     assert_eq!(got, Some(Message::text("reply")));
@@ -255,10 +257,7 @@ async fn a_callback_may_send_past_the_high_water_mark_and_everything_arrives_in_
         copies: 200,
         sent: 0,
     }));
-    let mut ws = within(rapidws::tokio::connect(&url, &ClientConfig::default()))
-        .await
-        .unwrap()
-        .unwrap();
+    let mut ws = client(&url).await;
     for _ in 0..3 {
         ws.feed(Message::text("go")).await.unwrap();
     }

@@ -96,11 +96,17 @@ impl AsyncWrite for Pipe {
 
 /// A client and a server over an in-memory pipe, with the server's writes counted.
 fn counted_pair() -> (WebSocket<DuplexStream>, WebSocket<Pipe>, Arc<AtomicUsize>) {
+    counted_pair_with(&Config::default())
+}
+
+/// [`counted_pair`] with the server's `config`.
+fn counted_pair_with(
+    config: &Config,
+) -> (WebSocket<DuplexStream>, WebSocket<Pipe>, Arc<AtomicUsize>) {
     let (a, b) = tokio::io::duplex(1 << 20);
     let writes = Arc::new(AtomicUsize::new(0));
-    let config = Config::default();
-    let client = WebSocket::from_raw(a, Role::Client, &config, &[]);
-    let server = WebSocket::from_raw(Pipe::counted(b, writes.clone()), Role::Server, &config, &[]);
+    let client = WebSocket::from_raw(a, Role::Client, &Config::default(), &[]);
+    let server = WebSocket::from_raw(Pipe::counted(b, writes.clone()), Role::Server, config, &[]);
     (client, server, writes)
 }
 
@@ -141,13 +147,10 @@ async fn answers_fed_between_receives_share_one_write() {
 #[tokio::test]
 async fn a_burst_of_large_answers_leaves_in_one_write() {
     // 1 KiB payloads are not copied into the queue: each answer is a header and a
-    // payload slice, so 64 of them take 128 slices of one vectored write.
-    let (a, b) = tokio::io::duplex(1 << 20);
-    let writes = Arc::new(AtomicUsize::new(0));
-    let mut client = WebSocket::from_raw(a, Role::Client, &Config::default(), &[]);
+    // payload slice, so 64 of them take 128 slices of one vectored write. Reads of up
+    // to 128 KiB bring the burst in one read.
     let config = Config::default().with_read_buffer_size(128 << 10);
-    let pipe = Pipe::counted(b, writes.clone());
-    let mut server = WebSocket::from_raw(pipe, Role::Server, &config, &[]);
+    let (mut client, mut server, writes) = counted_pair_with(&config);
     for i in 0..65u8 {
         client.feed(Message::binary(vec![i; 1024])).await.unwrap();
     }
