@@ -3,9 +3,10 @@
 use std::time::Instant;
 
 use proptest::prelude::*;
+use rapidws::CloseFrame;
 use rapidws::Role;
 use rapidws::codec::{Decoder, DecoderConfig, Encoder, Item, MessageKind, OpCode};
-use rapidws::connection::{Config, Connection, Delivery, OwnedEvent};
+use rapidws::connection::{Config, Connection, Delivery, Event, OwnedEvent};
 
 /// What a sender does.
 #[derive(Clone, Debug)]
@@ -98,7 +99,7 @@ fn expected(ops: &[Op]) -> Vec<OwnedEvent> {
 fn receive(role: Role, delivery: Delivery, bytes: &[u8], cuts: &[usize]) -> Vec<OwnedEvent> {
     let mut cfg = Config::default();
     cfg.delivery = delivery;
-    receive_with(role, cfg, bytes, cuts, |conn, now, piece| {
+    receive_with(role, cfg, bytes, cuts, Poll::Owned, |conn, now, piece| {
         conn.handle_bytes(now, piece)
     })
 }
@@ -109,10 +110,61 @@ fn receive(role: Role, delivery: Delivery, bytes: &[u8], cuts: &[usize]) -> Vec<
 fn receive_in_place(role: Role, bytes: &[u8], cuts: &[usize]) -> Vec<OwnedEvent> {
     let mut cfg = Config::default();
     cfg.max_read_ahead = 64;
-    receive_with(role, cfg, bytes, cuts, |conn, now, piece| {
+    receive_with(role, cfg, bytes, cuts, Poll::Owned, |conn, now, piece| {
         conn.reserve_recv(16).extend_from_slice(piece);
         conn.handle_received(now);
     })
+}
+
+/// As [`receive_in_place`], but polling as `poll`: events lent from the receive buffer
+/// (copied here to compare), or lent and taken in turn.
+fn receive_lent(role: Role, bytes: &[u8], cuts: &[usize], poll: Poll) -> Vec<OwnedEvent> {
+    let mut cfg = Config::default();
+    cfg.max_read_ahead = 64;
+    receive_with(role, cfg, bytes, cuts, poll, |conn, now, piece| {
+        conn.reserve_recv(16).extend_from_slice(piece);
+        conn.handle_received(now);
+    })
+}
+
+/// How [`receive_with`] takes each event.
+#[derive(Clone, Copy, PartialEq)]
+enum Poll {
+    /// `poll_event_owned`.
+    Owned,
+    /// `poll_event`.
+    Lent,
+    /// `poll_event` and `poll_event_owned` in turn.
+    Mixed,
+}
+
+fn lent_to_owned(e: Event<'_>) -> OwnedEvent {
+    let copy = bytes::Bytes::copy_from_slice;
+    match e {
+        Event::Message(m) => OwnedEvent::Message {
+            kind: if m.is_text() {
+                MessageKind::Text
+            } else {
+                MessageKind::Binary
+            },
+            data: copy(m.as_bytes()),
+        },
+        Event::Chunk {
+            kind,
+            data,
+            first,
+            fin,
+        } => OwnedEvent::Chunk {
+            kind,
+            data: copy(data),
+            first,
+            fin,
+        },
+        Event::Ping(p) => OwnedEvent::Ping(copy(p)),
+        Event::Pong(p) => OwnedEvent::Pong(copy(p)),
+        Event::Close(c) => OwnedEvent::Close(c.map(|(code, reason)| CloseFrame::new(code, reason))),
+        other => panic!("an event this test does not know: {other:?}"),
+    }
 }
 
 /// Hands `bytes` to a connection in the pieces `cuts` make (each cut taken modulo the
@@ -122,6 +174,7 @@ fn receive_with(
     cfg: Config,
     bytes: &[u8],
     cuts: &[usize],
+    poll: Poll,
     feed: impl Fn(&mut Connection, Instant, &[u8]),
 ) -> Vec<OwnedEvent> {
     let now = Instant::now();
@@ -134,7 +187,18 @@ fn receive_with(
     for cut in cuts {
         feed(&mut conn, now, &bytes[pos..cut]);
         pos = cut;
-        while let Some(e) = conn.poll_event_owned() {
+        loop {
+            let lend = match poll {
+                Poll::Owned => false,
+                Poll::Lent => true,
+                Poll::Mixed => events.len() % 2 == 0,
+            };
+            let e = if lend {
+                conn.poll_event().map(|e| e.map(lent_to_owned))
+            } else {
+                conn.poll_event_owned()
+            };
+            let Some(e) = e else { break };
             events.push(e.expect("valid stream"));
         }
     }
@@ -184,6 +248,8 @@ proptest! {
         prop_assert_eq!(&receive(Role::Server, Delivery::Whole, &bytes, &cuts), &whole);
         prop_assert_eq!(&join_chunks(receive(Role::Server, Delivery::Chunks, &bytes, &cuts)), &whole);
         prop_assert_eq!(&receive_in_place(Role::Server, &bytes, &cuts), &whole);
+        prop_assert_eq!(&receive_lent(Role::Server, &bytes, &cuts, Poll::Lent), &whole);
+        prop_assert_eq!(&receive_lent(Role::Server, &bytes, &cuts, Poll::Mixed), &whole);
     }
 
     #[test]
@@ -195,6 +261,8 @@ proptest! {
         let whole = receive(Role::Client, Delivery::Whole, &bytes, &[]);
         prop_assert_eq!(split_by_kind(whole.clone()), split_by_kind(expected(&ops)));
         prop_assert_eq!(&receive(Role::Client, Delivery::Whole, &bytes, &cuts), &whole);
+        prop_assert_eq!(&receive_lent(Role::Client, &bytes, &cuts, Poll::Lent), &whole);
+        prop_assert_eq!(&receive_lent(Role::Client, &bytes, &cuts, Poll::Mixed), &whole);
     }
 
     #[test]
@@ -230,6 +298,7 @@ proptest! {
         for cut in 0..=bytes.len() {
             prop_assert_eq!(&receive(Role::Server, Delivery::Whole, &bytes, &[cut]), &whole);
             prop_assert_eq!(&receive_in_place(Role::Server, &bytes, &[cut]), &whole);
+            prop_assert_eq!(&receive_lent(Role::Server, &bytes, &[cut], Poll::Mixed), &whole);
         }
     }
 }

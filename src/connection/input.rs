@@ -11,6 +11,7 @@ impl Connection {
     /// Appends received bytes. `now` is the time they arrived.
     pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
         self.release();
+        self.drop_read();
         if data.is_empty() {
             return;
         }
@@ -40,6 +41,7 @@ impl Connection {
     /// change what is already there), then call [`handle_received`](Self::handle_received).
     pub fn recv_buffer(&mut self) -> &mut BytesMut {
         self.release();
+        self.drop_read();
         self.rx_mark = self.rx.len();
         &mut self.rx
     }
@@ -65,6 +67,9 @@ impl Connection {
     /// [`reserve_recv`](Self::reserve_recv)'s reservation, for a held frame or a buffer
     /// short of room.
     fn make_room(&mut self, read_size: usize, spare: usize) {
+        // Bytes already read go first; a read appends after them, so only making room
+        // needs them gone.
+        self.drop_read();
         // Only a held frame reserves for its rest; between frames (the usual read) the
         // decoder is not asked.
         let rest = match self.held {
@@ -169,6 +174,7 @@ impl Connection {
             // During the teardown what arrives is read and dropped, one read at a time.
             self.now = now;
             self.rx.clear();
+            self.rx_read = 0;
             self.held = 0;
             self.rx_mark = 0;
             return self.discard_received(n);
@@ -191,7 +197,7 @@ impl Connection {
     #[inline]
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn buffered_input(&self) -> usize {
-        self.rx.len()
+        self.rx.len() - self.rx_read
     }
 
     /// Bytes this connection has charged to its memory budget
@@ -240,6 +246,7 @@ impl Connection {
     /// Drops everything received and not yet delivered (the connection failed or ended).
     pub(super) fn clear_input(&mut self) {
         self.rx = BytesMut::new();
+        self.rx_read = 0;
         self.rx_pending = 0;
         self.rx_mark = 0;
         self.held = 0;
@@ -255,22 +262,19 @@ impl Connection {
     /// Drops what the previous event borrowed.
     #[inline]
     pub(super) fn release(&mut self) {
-        // Called on every entry; most calls have nothing to do.
-        if self.rx_pending > 0
-            || self.msg_delivered
-            || (self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
-        {
+        // Called on every entry. The usual work, a frame lent from the receive buffer, is
+        // a few additions here; the rest is rare.
+        if self.rx_pending > 0 {
+            self.last_frame = self.rx_pending.min(u32::MAX as usize) as u32;
+            self.consume_rx(self.rx_pending);
+            self.rx_pending = 0;
+        }
+        if self.msg_delivered || (self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY) {
             self.release_slow();
         }
     }
 
-    pub(super) fn release_slow(&mut self) {
-        if self.rx_pending > 0 {
-            self.last_frame = self.rx_pending.min(u32::MAX as usize) as u32;
-            self.rx.advance(self.rx_pending);
-            self.detach_after_large(self.rx_pending);
-            self.rx_pending = 0;
-        }
+    fn release_slow(&mut self) {
         if self.msg_delivered {
             self.msg_delivered = false;
             if self.msg.capacity() > RETAIN_CAPACITY {
@@ -283,6 +287,29 @@ impl Connection {
         // given back once it is empty.
         if self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY {
             self.rx = BytesMut::new();
+        }
+    }
+
+    /// Marks `n` more unread bytes as read (delivered or dropped). When that reads the
+    /// whole buffer it is emptied in place: its room is reused from the start, with no
+    /// `advance` at all.
+    #[inline]
+    pub(super) fn consume_rx(&mut self, n: usize) {
+        self.rx_read += n;
+        if self.rx_read >= self.rx.len() {
+            self.rx.clear();
+            self.rx_read = 0;
+        }
+    }
+
+    /// Drops the bytes already read from the front of the receive buffer, before it is
+    /// grown or handed out (positions kept across reads count from the unread start, so
+    /// none moves).
+    #[inline]
+    fn drop_read(&mut self) {
+        if self.rx_read > 0 {
+            self.rx.advance(self.rx_read);
+            self.rx_read = 0;
         }
     }
 

@@ -148,7 +148,12 @@ pub struct Connection {
     encoder: Encoder,
     /// Received bytes not yet consumed.
     rx: BytesMut,
-    /// Bytes at the front of `rx` that the last event borrowed; dropped at the next call.
+    /// Bytes at the front of `rx` that were delivered and released: dropped from the
+    /// buffer (one `advance`) when it next takes bytes, or cleared with it once nothing
+    /// past them is left, rather than one `advance` per message. Never all of `rx`
+    /// (0 then): an empty `rx` means nothing unread.
+    rx_read: usize,
+    /// Bytes after `rx_read` that the last event borrowed; released at the next call.
     rx_pending: usize,
     /// `rx.len()` when the IO layer last got the buffer to read into: what
     /// `handle_received` finds past it arrived with that read.
@@ -166,11 +171,11 @@ pub struct Connection {
     /// ([`read_would_block`](Self::read_would_block)): the next read takes one from there
     /// rather than reading into the IO layer's memory as an idle connection does.
     rx_stocked: bool,
-    /// Bytes at the front of `rx` that belong to a single-frame message still arriving
+    /// Bytes after `rx_read` that belong to a single-frame message still arriving
     /// (`Delivery::Whole`, uncompressed): decoded and unmasked, kept in place so that the
     /// whole message is lent or handed over from `rx` without a copy. 0 when none.
     held: usize,
-    /// Where the held message's payload starts in `rx`.
+    /// Where the held message's payload starts, counted from `rx_read`.
     held_start: usize,
     /// A whole message being assembled (Delivery::Whole, fragmented or compressed).
     msg: Vec<u8>,
@@ -228,7 +233,7 @@ impl core::fmt::Debug for Connection {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Connection")
             .field("role", &self.role)
-            .field("buffered", &self.rx.len())
+            .field("buffered", &(self.rx.len() - self.rx_read))
             .field("queued_frames", &self.out.len())
             .field("phase", &self.phase)
             .finish_non_exhaustive()
@@ -301,6 +306,7 @@ impl Connection {
             decoder: Decoder::new(dc),
             encoder: Encoder::new(role),
             rx: BytesMut::new(),
+            rx_read: 0,
             rx_pending: 0,
             rx_mark: 0,
             read_size,

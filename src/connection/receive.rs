@@ -83,7 +83,7 @@ impl Connection {
     /// empty: this answers them without the full poll.
     #[inline]
     fn nothing_to_poll(&self) -> bool {
-        self.held == self.rx.len()
+        self.rx_read + self.held == self.rx.len()
             && self.rx_pending == 0
             && !self.msg_delivered
             && !self.input_eof
@@ -231,10 +231,11 @@ impl Connection {
                 // second handle, as `Bytes::slice` would make). The header is skipped on
                 // the frozen handle: `Bytes::advance` moves a pointer, where
                 // `BytesMut::advance` is a call that first asks how the buffer is shared.
-                let mut frame = self.rx.split_to(self.rx_pending);
-                let frame_len = frame.len();
+                let frame_len = self.rx_pending;
+                let mut frame = self.rx.split_to(self.rx_read + frame_len);
                 self.last_frame = frame_len.min(u32::MAX as usize) as u32;
                 self.rx_pending = 0;
+                self.rx_read = 0;
                 frame.truncate(r.end);
                 self.detach_after_large(frame_len);
                 let mut payload = frame.freeze();
@@ -259,17 +260,21 @@ impl Connection {
         if self.input_done() {
             return None;
         }
-        if self.held >= self.rx.len() {
-            if self.held > self.rx.len() {
+        if self.rx_read + self.held >= self.rx.len() {
+            if self.rx_read + self.held > self.rx.len() {
                 // The buffer was replaced through `recv_buffer` against its contract;
                 // forget the held frame rather than index past the end.
                 self.held = 0;
+                self.rx_read = 0;
             }
             // Nothing new to decode (the IO layer asks once more before every read).
             return self.end_of_input().map(Err);
         }
         loop {
-            let decoded = match self.decoder.decode(&mut self.rx[self.held..]) {
+            let decoded = match self
+                .decoder
+                .decode(&mut self.rx[self.rx_read + self.held..])
+            {
                 Ok(d) => d,
                 Err(e) => return Some(Err(self.fail_now(Error::Protocol(e)))),
             };
@@ -278,7 +283,7 @@ impl Connection {
                 // Inside a held frame the decoder consumes nothing without an item.
                 debug_assert!(self.held == 0 || consumed == 0);
                 if self.held == 0 {
-                    self.rx.advance(consumed);
+                    self.consume_rx(consumed);
                 }
                 return self.end_of_input().map(Err);
             };
@@ -297,12 +302,13 @@ impl Connection {
                     if self.close_queued {
                         // RFC 6455 1.4: after sending a close we only wait for the peer's;
                         // data still in flight from it is discarded.
-                        self.rx.advance(self.held + consumed);
+                        self.consume_rx(self.held + consumed);
                         self.held = 0;
                         continue;
                     }
                     // Positions in `rx` from here on.
-                    chunk.payload = chunk.payload.start + self.held..chunk.payload.end + self.held;
+                    let at = self.rx_read + self.held;
+                    chunk.payload = chunk.payload.start + at..chunk.payload.end + at;
                     match self.data(chunk, consumed) {
                         Ok(Some(raw)) => return Some(Ok(raw)),
                         Ok(None) => continue,
@@ -314,7 +320,8 @@ impl Connection {
                     debug_assert_eq!(self.held, 0);
                     self.note_frame();
                     self.rx_pending = consumed;
-                    let payload = frame.payload;
+                    let payload =
+                        frame.payload.start + self.rx_read..frame.payload.end + self.rx_read;
                     return Some(Ok(match frame.kind {
                         ControlKind::Ping => {
                             // RFC 6455 5.5.2: "Upon receipt of a Ping frame, an endpoint MUST
@@ -366,18 +373,18 @@ impl Connection {
                     // The start of a message's first frame: keep it where it is, and the
                     // rest of the frame after it, so that a single-frame message is
                     // never copied (`reserve_recv` makes room for the rest up front).
-                    self.held_start = chunk.payload.start;
+                    self.held_start = chunk.payload.start - self.rx_read;
                     self.held = consumed;
                     self.charge_partial(0)?;
                     return Ok(None);
                 }
                 if self.held > 0 {
                     self.held += consumed;
-                    let held = self.held_start..chunk.payload.end;
+                    let held = self.rx_read + self.held_start..chunk.payload.end;
                     if chunk.message_end {
                         // Complete: handed over, no longer charged.
                         self.held = 0;
-                        self.rx_pending = chunk.payload.end;
+                        self.rx_pending = chunk.payload.end - self.rx_read;
                         let _ = self.charge_partial(0);
                         return Ok(Some(Raw::whole(kind, Loc::Rx(held))));
                     }
@@ -385,7 +392,7 @@ impl Connection {
                         // The first frame of a fragmented message: its fragments are
                         // assembled in `msg`.
                         self.msg.extend_from_slice(&self.rx[held]);
-                        self.rx.advance(self.held);
+                        self.consume_rx(self.held);
                         self.held = 0;
                     }
                     // What arrived is charged as it arrives; past the budget, the message
@@ -396,7 +403,7 @@ impl Connection {
                 // Charged before it is copied.
                 self.charge_partial(chunk.payload.len())?;
                 self.msg.extend_from_slice(&self.rx[chunk.payload]);
-                self.rx.advance(consumed);
+                self.consume_rx(consumed);
                 if chunk.message_end {
                     self.msg_delivered = true;
                     let _ = self.charge_partial(0);
@@ -406,7 +413,7 @@ impl Connection {
             }
             Delivery::Chunks => {
                 if chunk.payload.is_empty() && !chunk.message_end {
-                    self.rx.advance(consumed);
+                    self.consume_rx(consumed);
                     return Ok(None);
                 }
                 let first = self.chunk_first(chunk.message_end);
@@ -495,7 +502,7 @@ impl Connection {
             }
         }
         let produced = out.len() > start;
-        self.rx.advance(consumed);
+        self.consume_rx(consumed);
         let kind = chunk.kind;
         match self.config.delivery {
             Delivery::Whole => {
