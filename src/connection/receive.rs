@@ -356,7 +356,22 @@ impl Connection {
     }
 
     /// Handles a data chunk; `None` when nothing is to be delivered yet.
+    #[inline]
     fn data(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
+        if chunk.first
+            && chunk.message_end
+            && !chunk.compressed
+            && self.config.delivery == Delivery::Whole
+        {
+            // The usual frame: a whole message in the receive buffer. It is lent, no copy.
+            self.rx_pending = consumed;
+            return Ok(Some(Raw::whole(chunk.kind, Loc::Rx(chunk.payload))));
+        }
+        self.data_rest(chunk, consumed)
+    }
+
+    /// [`data`](Self::data) for every other chunk.
+    fn data_rest(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
         #[cfg(feature = "deflate")]
         if chunk.compressed {
             return self.inflate(chunk, consumed);
@@ -364,11 +379,6 @@ impl Connection {
         let kind = chunk.kind;
         match self.config.delivery {
             Delivery::Whole => {
-                if chunk.first && chunk.message_end {
-                    // The whole message is in the receive buffer: lend it, no copy.
-                    self.rx_pending = consumed;
-                    return Ok(Some(Raw::whole(kind, Loc::Rx(chunk.payload))));
-                }
                 if chunk.first && !chunk.frame_end {
                     // The start of a message's first frame: keep it where it is, and the
                     // rest of the frame after it, so that a single-frame message is
