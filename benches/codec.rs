@@ -191,50 +191,48 @@ fn decode_burst(c: &mut Criterion) {
                 (Role::Server, Role::Client, "unmasked")
             };
             let wire = burst(sender, size);
-            {
-                let id = format!("{size}/{label}");
-                g.bench_function(BenchmarkId::new("decoder", &id), |b| {
-                    let mut decoder = Decoder::new(DecoderConfig::new(receiver));
-                    let mut buf = wire.clone();
-                    b.iter(|| {
-                        buf.copy_from_slice(&wire);
-                        let mut pos = 0;
-                        let mut messages = 0;
-                        loop {
-                            let d = decoder.decode(&mut buf[pos..]).unwrap();
-                            pos += d.consumed;
-                            match d.item {
-                                Some(Item::Data(chunk)) => {
-                                    messages += usize::from(chunk.message_end);
-                                    black_box(&chunk);
-                                }
-                                Some(Item::Control(_)) => unreachable!(),
-                                None => break,
+            let id = format!("{size}/{label}");
+            g.bench_function(BenchmarkId::new("decoder", &id), |b| {
+                let mut decoder = Decoder::new(DecoderConfig::new(receiver));
+                let mut buf = wire.clone();
+                b.iter(|| {
+                    buf.copy_from_slice(&wire);
+                    let mut pos = 0;
+                    let mut messages = 0;
+                    loop {
+                        let d = decoder.decode(&mut buf[pos..]).unwrap();
+                        pos += d.consumed;
+                        match d.item {
+                            Some(Item::Data(chunk)) => {
+                                messages += usize::from(chunk.message_end);
+                                black_box(&chunk);
                             }
+                            Some(Item::Control(_)) => unreachable!(),
+                            None => break,
                         }
-                        assert_eq!(messages, BURST);
-                    });
+                    }
+                    assert_eq!(messages, BURST);
                 });
+            });
 
-                g.bench_function(BenchmarkId::new("connection", &id), |b| {
-                    let now = Instant::now();
-                    let mut conn = Connection::new(receiver, Config::default(), now);
-                    b.iter(|| {
-                        conn.handle_bytes(now, &wire);
-                        let mut messages = 0;
-                        while let Some(ev) = conn.poll_event() {
-                            match ev {
-                                Ok(Event::Message(m)) => {
-                                    black_box(m.as_bytes());
-                                    messages += 1;
-                                }
-                                other => panic!("{other:?}"),
+            g.bench_function(BenchmarkId::new("connection", &id), |b| {
+                let now = Instant::now();
+                let mut conn = Connection::new(receiver, Config::default(), now);
+                b.iter(|| {
+                    conn.handle_bytes(now, &wire);
+                    let mut messages = 0;
+                    while let Some(ev) = conn.poll_event() {
+                        match ev {
+                            Ok(Event::Message(m)) => {
+                                black_box(m.as_bytes());
+                                messages += 1;
                             }
+                            other => panic!("{other:?}"),
                         }
-                        assert_eq!(messages, BURST);
-                    });
+                    }
+                    assert_eq!(messages, BURST);
                 });
-            }
+            });
         }
     }
     g.finish();
