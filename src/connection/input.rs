@@ -313,11 +313,12 @@ impl Connection {
         }
     }
 
-    /// After `len` bytes were handed over or dropped from the front of the receive
-    /// buffer: when they were a large message and nothing is left, start the next message
-    /// in a new buffer. The empty rest would be a small view into the large allocation
-    /// and keep all of it alive with only its own few bytes of capacity showing; the
-    /// message's own handle, if any, now frees it.
+    /// After a frame of `len` bytes was handed over from the front of the receive buffer
+    /// (a lent one is released through [`consume_rx`](Self::consume_rx) instead): when it
+    /// was a large message and nothing is left, start the next message in a new buffer.
+    /// The empty rest would be a small view into the large allocation and keep all of it
+    /// alive with only its own few bytes of capacity showing; the message's own handle now
+    /// frees it.
     pub(super) fn detach_after_large(&mut self, len: usize) {
         if len > RETAIN_CAPACITY && self.rx.is_empty() {
             self.rx = BytesMut::new();

@@ -149,9 +149,10 @@ pub struct Connection {
     /// Received bytes not yet consumed.
     rx: BytesMut,
     /// Bytes at the front of `rx` that were delivered and released: dropped from the
-    /// buffer (one `advance`) when it next takes bytes, or cleared with it once nothing
-    /// past them is left, rather than one `advance` per message. Never all of `rx`
-    /// (0 then): an empty `rx` means nothing unread.
+    /// buffer (one `advance`) when it must make room or is handed out whole
+    /// (`recv_buffer`, `handle_bytes`), or cleared with it once nothing past them is left,
+    /// rather than one `advance` per message. Never all of `rx` (0 then): an empty `rx`
+    /// means nothing unread.
     rx_read: usize,
     /// Bytes after `rx_read` that the last event borrowed; released at the next call.
     rx_pending: usize,
