@@ -328,6 +328,19 @@ fn bench_utf8(want: &dyn Fn(&str) -> bool) {
             if seen % 16 == 0 { c } else { 'x' }
         })
         .collect();
+    // Every 256th: one non-ASCII character in about 3 KiB, where a kernel that goes on
+    // checking after a non-ASCII stretch would lose ASCII's fast path.
+    let mut seen = 0;
+    let rare: String = mixed
+        .chars()
+        .map(|c| {
+            if c.is_ascii() {
+                return c;
+            }
+            seen += 1;
+            if seen % 256 == 0 { c } else { 'x' }
+        })
+        .collect();
     let sizes = [
         16usize,
         32,
@@ -355,7 +368,12 @@ fn bench_utf8(want: &dyn Fn(&str) -> bool) {
     let names: Vec<&str> = all.iter().map(|c| c.0).collect();
     let fns: Vec<Utf8Fn> = all.iter().map(|c| c.1).collect();
     let streaming: [Utf8Fn; 3] = [ours_feed, ours_utf8, memcpy_utf8];
-    for (kind, text) in [("mixed", &mixed), ("sparse", &sparse), ("ascii", &ascii)] {
+    for (kind, text) in [
+        ("mixed", &mixed),
+        ("sparse", &sparse),
+        ("rare", &rare),
+        ("ascii", &ascii),
+    ] {
         for n in sizes {
             let name = format!("utf8/{kind}/{}", label(n));
             let sname = format!("feed/{kind}/{}", label(n));

@@ -225,7 +225,7 @@ fn truncated_sequence_is_found_at_every_offset_of_long_inputs() {
         // and around the entry's inline ASCII tests (one of up to 64 bytes, one of 65 to
         // 128, after which the kernels test for themselves).
         &[
-            35, 48, 63, 64, 65, 66, 67, 97, 127, 128, 129, 130, 200, 256, 257, 333, 700,
+            35, 48, 63, 64, 65, 66, 67, 97, 127, 128, 129, 130, 200, 256, 257, 333, 700, 1024,
         ]
     };
     let step = if cfg!(miri) { 5 } else { 1 };
@@ -238,7 +238,10 @@ fn truncated_sequence_is_found_at_every_offset_of_long_inputs() {
     ];
     let text = mixed_text(1024, 3);
     for &len in lens {
-        for filler in [&b"a".repeat(len)[..], &text[..len]] {
+        // Non-ASCII text, then ASCII: the kernels check a dense non-ASCII stretch without
+        // testing each step for ASCII, and test again after it.
+        let half = [&text[..len / 2], &b"a".repeat(len - len / 2)[..]].concat();
+        for filler in [&b"a".repeat(len)[..], &text[..len], &half] {
             for seq in cut {
                 for at in (0..=len - seq.len()).step_by(step) {
                     let mut b = filler.to_vec();
