@@ -97,8 +97,8 @@ pub struct Socket<'a> {
 /// What a callback did with its [`Socket`], for the connection's task to finish.
 #[derive(Debug, Default)]
 struct Sent {
-    /// The first message, held while it is the only one: it may then be written straight
-    /// from the message ([`WebSocket::reply_alone`]).
+    /// The first message, held while it is the only one and nothing more is buffered to
+    /// receive: it is then written straight from the message ([`WebSocket::reply_alone`]).
     first: Option<(Message, Compression)>,
     /// Messages went to the connection's queue (the first with them).
     queued: bool,
@@ -119,7 +119,9 @@ impl Socket<'_> {
     /// agreed.
     pub fn send_with(&mut self, msg: Message, compression: Compression) {
         let sent = &mut *self.sent;
-        if !sent.queued && sent.first.is_none() {
+        // Held only while it may be written alone: with more input buffered it would be
+        // queued for the write after the next messages anyway, so it is queued now.
+        if !sent.queued && sent.first.is_none() && self.conn.buffered_input() == 0 {
             sent.first = Some((msg, compression));
             return;
         }
@@ -257,7 +259,7 @@ async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     }
     if let Some((msg, compression)) = sent.first.take() {
         ws.reply_alone(msg, compression).await?;
-    } else if queued {
+    } else if queued && !ws.has_room() {
         ws.room().await?;
     }
     Ok(sent.close.is_some())
@@ -279,7 +281,19 @@ where
             let _ = ws.close(CloseCode::INTERNAL, "").await;
             return Err(Error::Panicked);
         }
-        match deliver(&mut ws, &mut sent).await {
+        // Most callbacks leave nothing to wait for: their replies are queued with room to
+        // spare (or there were none), and the receive below writes them.
+        let delivered = if sent.first.is_none()
+            && sent.error.is_none()
+            && sent.close.is_none()
+            && (!sent.queued || ws.has_room())
+        {
+            sent.queued = false;
+            Ok(false)
+        } else {
+            deliver(&mut ws, &mut sent).await
+        };
+        match delivered {
             Ok(false) => {}
             Ok(true) => {
                 let (code, reason) = sent

@@ -110,10 +110,11 @@ pub(crate) enum Put {
     Send,
     /// `feed`: queued, to leave with the next write.
     Feed,
-    /// The handler API's only reply to a read that may have left more to receive: written
-    /// at once as a lone frame when nothing more is buffered (the receive that follows
-    /// would have written it before waiting anyway; this saves the queue), else queued
-    /// to join the replies to what is buffered.
+    /// The handler API's only reply to a read that left nothing more to receive (with
+    /// more buffered its callback queues the reply instead): written at once as a lone
+    /// frame when the connection allows it, as `send` writes it, without the flush (the
+    /// receive that follows would have written it before waiting anyway; this saves the
+    /// queue).
     Alone,
 }
 
@@ -312,11 +313,7 @@ impl Engine {
             if !self.has_room(len) {
                 ready!(self.poll_room(cx, io, len))?;
             }
-            let lone = match put {
-                Put::Send => true,
-                Put::Feed => false,
-                Put::Alone => self.conn.buffered_input() == 0,
-            };
+            let lone = !matches!(put, Put::Feed);
             let kind = match msg {
                 Some(Message::Text(_)) => Some(MessageKind::Text),
                 Some(Message::Binary(_)) => Some(MessageKind::Binary),

@@ -471,8 +471,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             .map_err(TrySendError::Failed)
     }
 
-    /// For the handler API, a callback's only reply: written at once when nothing more is
-    /// buffered to receive, else queued (see [`Put::Alone`]).
+    /// For the handler API, a callback's only reply when nothing more is buffered to
+    /// receive: written at once (see [`Put::Alone`]).
     pub(crate) fn reply_alone(
         &mut self,
         msg: Message,
@@ -485,6 +485,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// the subprotocol.
     pub(crate) fn handler_parts(&mut self) -> (&mut Connection, Option<&str>) {
         (&mut self.engine.conn, self.subprotocol.as_deref())
+    }
+
+    /// For the handler API: whether the send queue is under its high-water mark.
+    pub(crate) fn has_room(&self) -> bool {
+        self.engine.has_room(0)
     }
 
     /// For the handler API: waits until the send queue is back under its high-water mark
