@@ -153,13 +153,24 @@ pub struct Decoder {
     frame: Option<FrameState>,
     message: Option<MessageState>,
     utf8: Validator,
+    /// The MASK bit a frame must carry in this role (`0x80` for a server).
+    mask_bit: u8,
+    /// Largest payload [`short_whole`](Self::short_whole) takes: 65,535 (a 16-bit
+    /// length), or a smaller limit.
+    short_max: usize,
 }
 
 impl Decoder {
     /// A decoder at the start of a stream.
     pub fn new(config: DecoderConfig) -> Self {
+        let short_max = config
+            .max_frame_size
+            .min(config.max_message_size)
+            .min(usize::from(u16::MAX));
         Decoder {
             max_compressed_frame: max_compressed_frame_size(config.max_frame_size) as u64,
+            mask_bit: if config.role == Role::Server { 0x80 } else { 0 },
+            short_max,
             config,
             frame: None,
             message: None,
@@ -199,6 +210,16 @@ impl Decoder {
         if self.frame.is_some() {
             return self.payload(buf, 0);
         }
+        if let Some(header) = self.short_whole(buf) {
+            // Opcode 0x1: text.
+            return self.whole(buf, &header, header.opcode == 0x1, false);
+        }
+        self.decode_frame(buf)
+    }
+
+    /// [`decode`](Self::decode) at the start of a frame, for every header.
+    #[inline(always)]
+    fn decode_frame(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
         let header = match parse_header(buf) {
             Ok(Some(h)) => h,
             Ok(None) => {
@@ -285,6 +306,49 @@ impl Decoder {
             fin: header.fin,
         });
         self.payload(&mut buf[hlen..], hlen)
+    }
+
+    /// The header of the most common frame, whole in `buf`, read and judged in a few
+    /// byte comparisons: FIN, no RSV bit, text or binary, masked as the role requires,
+    /// a 7- or 16-bit length within the limits, no message in progress. Every rule of
+    /// [`check_frame`](Self::check_frame) and the message state holds for it; `None` for
+    /// anything else, which the general path decides.
+    #[inline(always)]
+    fn short_whole(&self, buf: &[u8]) -> Option<FrameHeader> {
+        let (&b0, &b1) = (buf.first()?, buf.get(1)?);
+        // 0x81 or 0x82: FIN, RSV clear, text or binary.
+        if b0.wrapping_sub(0x81) > 1 || b1 & 0x80 != self.mask_bit || self.message.is_some() {
+            return None;
+        }
+        let code = b1 & 0x7F;
+        let (len, at) = if code < 126 {
+            (usize::from(code), 2)
+        } else if code == 126 {
+            let ext = buf.get(2..4)?;
+            (usize::from(u16::from_be_bytes([ext[0], ext[1]])), 4)
+        } else {
+            return None;
+        };
+        if len > self.short_max {
+            return None;
+        }
+        let (mask, header_len) = if self.mask_bit != 0 {
+            let key = buf.get(at..at + 4)?;
+            (Some([key[0], key[1], key[2], key[3]]), at + 4)
+        } else {
+            (None, at)
+        };
+        if buf.len() - header_len < len {
+            return None;
+        }
+        Some(FrameHeader {
+            fin: true,
+            rsv: 0,
+            opcode: b0 & 0x0F,
+            mask,
+            header_len: header_len as u8,
+            payload_len: len as u64,
+        })
     }
 
     /// The common case whole: an unfragmented data message (its header checked) whose

@@ -138,3 +138,98 @@ fn burst_ending_in_a_partial_frame_resumes_when_it_completes() {
     let want: String = (0..10).map(|i| format!("message {i}")).collect();
     assert_eq!(payload, want.as_bytes());
 }
+
+/// The short-header path decides every frame it takes exactly as the general path would:
+/// every first and second byte, both roles, with and without permessage-deflate, under a
+/// small and the default limits, between messages and inside a fragmented one, with the
+/// frame whole, cut short, or followed by more bytes; text payloads valid and invalid.
+#[test]
+fn short_headers_are_decided_as_the_general_path_decides_them() {
+    let limits = [(16 << 20, 16 << 20), (100, 40), (30, 125)];
+    let mut cases = 0usize;
+    for role in [Role::Server, Role::Client] {
+        for rsv1_allowed in [false, true] {
+            for (max_frame_size, max_message_size) in limits {
+                for in_message in [false, true] {
+                    let mut config = DecoderConfig::new(role);
+                    config.max_frame_size = max_frame_size;
+                    config.max_message_size = max_message_size;
+                    config.rsv1_allowed = rsv1_allowed;
+                    let fresh = || {
+                        let mut d = Decoder::new(config.clone());
+                        if in_message {
+                            // The first frame of a fragmented binary message.
+                            let mut first = [0x02, 0x80 | 1, 1, 2, 3, 4, 9];
+                            if role == Role::Client {
+                                first = [0x02, 1, 9, 0, 0, 0, 0];
+                            }
+                            let n = if role == Role::Client { 3 } else { 7 };
+                            d.decode(&mut first[..n]).expect("a first fragment");
+                            assert!(d.in_message());
+                        }
+                        d
+                    };
+                    for b0 in 0..=255u8 {
+                        for (b1, ext) in seconds() {
+                            let len = match ext.len() {
+                                0 => usize::from(b1 & 0x7F),
+                                _ => ext.iter().fold(0usize, |n, &b| n << 8 | usize::from(b)),
+                            };
+                            // Extended length, key, payload (text: "é" then ASCII), and a
+                            // few more bytes.
+                            let mut wire = vec![b0, b1];
+                            wire.extend_from_slice(&ext);
+                            if b1 & 0x80 != 0 {
+                                wire.extend_from_slice(&[0x11, 0x22, 0x33, 0x44]);
+                            }
+                            wire.extend((0..len).map(|i| match i {
+                                0 => 0xC3,
+                                1 => 0xA9,
+                                _ => b'a' + (i % 26) as u8,
+                            }));
+                            wire.extend_from_slice(&[0x81, 0x00, 0, 0, 0, 0, 0, 0]);
+                            for cut in [wire.len(), wire.len() - 8, wire.len() - 9, 1] {
+                                let (mut a, mut b) = (wire[..cut].to_vec(), wire[..cut].to_vec());
+                                let (mut fast, mut general) = (fresh(), fresh());
+                                let got = fast.decode(&mut a);
+                                let want = if general.frame.is_some() {
+                                    general.payload(&mut b, 0)
+                                } else {
+                                    general.decode_frame(&mut b)
+                                };
+                                assert_eq!(got, want, "{role:?} {b0:#x} {b1:#x} cut {cut}");
+                                assert_eq!(a, b, "the same bytes unmasked");
+                                assert_eq!(
+                                    format!("{fast:?}"),
+                                    format!("{general:?}"),
+                                    "the same state after {b0:#x} {b1:#x}"
+                                );
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 2 * 2 * 3 * 2 * 256 * seconds().len() * 4);
+}
+
+/// Every second header byte with what follows it: the 7-bit lengths as they are; 126
+/// with 16-bit lengths of 125 (not minimal, still accepted), 126, 300 and 1,000; 127
+/// with a 64-bit length of 300.
+fn seconds() -> Vec<(u8, Vec<u8>)> {
+    let mut v = Vec::new();
+    for b1 in 0..=255u8 {
+        match b1 & 0x7F {
+            126 => {
+                for len in [125u16, 126, 300, 1000] {
+                    v.push((b1, len.to_be_bytes().to_vec()));
+                }
+            }
+            127 => v.push((b1, 300u64.to_be_bytes().to_vec())),
+            _ => v.push((b1, Vec::new())),
+        }
+    }
+    v
+}
