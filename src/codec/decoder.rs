@@ -206,6 +206,7 @@ impl Decoder {
     /// `buf` must start right after the bytes consumed by the previous call and hold the
     /// bytes that followed them unchanged (more may be appended). After an error the
     /// stream is unusable; the connection fails with the error's close code.
+    #[inline]
     pub fn decode(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
         if self.frame.is_some() {
             return self.payload(buf, 0);
@@ -217,8 +218,11 @@ impl Decoder {
         self.decode_frame(buf)
     }
 
-    /// [`decode`](Self::decode) at the start of a frame, for every header.
-    #[inline(always)]
+    /// [`decode`](Self::decode) at the start of a frame, for every header: out of line,
+    /// so that `decode` is the short path alone, inlined into its caller with its result
+    /// in registers (callgrind, firehose `recv_ref` at 64 B: 21 instructions fewer a
+    /// message than with the call).
+    #[inline(never)]
     fn decode_frame(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
         let header = match parse_header(buf) {
             Ok(Some(h)) => h,
