@@ -373,15 +373,15 @@ impl Decoder {
         let start = header.header_len as usize;
         // The caller checked that the payload is in `buf`, so this is no larger than it.
         let end = start + header.payload_len as usize;
+        let payload = &mut buf[start..end];
+        if let Some(mut key) = header.mask {
+            rapidws_simd::mask::apply(payload, &mut key);
+        }
+        // A whole message: one-shot validation (the streaming validator stays at rest).
         // Compressed text is validated after inflating.
-        let validate = text && !compressed;
-        let mut key = header.mask;
-        unmask_and_validate(
-            &mut buf[start..end],
-            &mut key,
-            validate.then_some(&mut self.utf8),
-            true,
-        )?;
+        if text && !compressed {
+            utf8::validate(payload).map_err(|_| ProtocolError::InvalidUtf8)?;
+        }
         Ok(Decoded {
             consumed: end,
             item: Some(Item::Data(DataChunk {
