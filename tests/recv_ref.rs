@@ -233,3 +233,66 @@ fn dropped_recv_ref_loses_nothing() {
         );
     });
 }
+
+/// A burst read at once: lent messages around a ping (its pong written before the ping
+/// is handed over), then a text frame that is not UTF-8: the error is returned once the
+/// connection has sent its close with 1007, and nothing follows it.
+#[test]
+fn recv_ref_answers_pings_in_a_burst_and_fails_invalid_text_with_1007() {
+    runtime().block_on(async {
+        let (mut ws, mut client) = server(&Config::default());
+        let mut frames = client_frames(&[
+            (MessageKind::Text, b"one".to_vec()),
+            (MessageKind::Binary, vec![1, 2, 3]),
+        ]);
+        let mut conn = Connection::new(Role::Client, Default::default(), Instant::now());
+        conn.ping(b"p").unwrap();
+        conn.send(MessageKind::Text, b"two").unwrap();
+        // Not UTF-8: sent as text through the sans-IO core, which does not check it.
+        conn.send(MessageKind::Text, &[b'x', 0xC3, 0x28]).unwrap();
+        conn.write_pending(&mut frames);
+        client.write_all(&frames).await.unwrap();
+
+        assert_eq!(ws.recv_ref().await.unwrap(), Some(MessageRef::Text("one")));
+        assert_eq!(
+            ws.recv_ref().await.unwrap(),
+            Some(MessageRef::Binary(&[1, 2, 3]))
+        );
+        assert_eq!(ws.recv_ref().await.unwrap(), Some(MessageRef::Ping(b"p")));
+        assert_eq!(ws.recv_ref().await.unwrap(), Some(MessageRef::Text("two")));
+        // The teardown waits for the peer: read what the server sent, then close.
+        let peer = tokio::spawn(async move {
+            let mut peer = Connection::new(Role::Client, Default::default(), Instant::now());
+            let mut buf = vec![0u8; 4096];
+            let mut events = Vec::new();
+            loop {
+                let n = tokio::io::AsyncReadExt::read(&mut client, &mut buf)
+                    .await
+                    .unwrap();
+                if n == 0 {
+                    break;
+                }
+                peer.handle_bytes(Instant::now(), &buf[..n]);
+                while let Some(ev) = peer.poll_event_owned() {
+                    events.push(format!("{:?}", ev.map(|e| format!("{e:?}"))));
+                }
+                let mut out = Vec::new();
+                peer.write_pending(&mut out);
+                client.write_all(&out).await.unwrap();
+                if peer.peer_close().is_some() {
+                    break;
+                }
+            }
+            (events, peer.peer_close().map(|c| c.code))
+        });
+        let err = ws.recv_ref().await.unwrap_err();
+        assert!(
+            matches!(err, rapidws::Error::Protocol(ref e) if e.close_code() == CloseCode::INVALID_DATA),
+            "{err}"
+        );
+        assert_eq!(ws.recv_ref().await.unwrap(), None);
+        let (events, code) = peer.await.unwrap();
+        assert!(events[0].contains("Pong"), "the pong first: {events:?}");
+        assert_eq!(code, Some(CloseCode::INVALID_DATA), "{events:?}");
+    });
+}

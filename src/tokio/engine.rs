@@ -118,6 +118,10 @@ pub(crate) enum Put {
     Alone,
 }
 
+/// What a connection's poll gave that [`Engine::try_recv_raw`] leaves to
+/// [`Engine::poll_recv_from`].
+pub(crate) struct Polled(pub(crate) Option<Result<Raw, connection::Error>>);
+
 /// The per-connection pump.
 pub(crate) struct Engine {
     pub(crate) conn: Connection,
@@ -481,30 +485,11 @@ impl Engine {
     ) -> Poll<Result<Option<Raw>, Error>> {
         loop {
             match self.conn.poll_raw(whole) {
-                Some(Ok(ev)) => {
-                    // Pongs and the close echo leave now if the socket takes them; queued
-                    // data with them (messages queued with `feed` otherwise wait for the
-                    // receive that would block, to share one vectored write).
-                    if self.conn.has_control_output()
-                        && let Poll::Ready(Err(e)) =
-                            with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
-                    {
-                        self.transport_failed(e);
-                    }
-                    return Poll::Ready(Ok(Some(ev)));
-                }
+                Some(Ok(ev)) => return self.hand_over(ev, cx, ww, io),
                 // The connection latched the error and started its teardown (our close
                 // with the error's code is queued): it is reported once that is over.
-                #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
                 Some(Err(e)) => {
-                    #[cfg(feature = "tracing")]
-                    tracing::debug!(
-                        target: "rapidws::tokio",
-                        role = ?self.conn.role(),
-                        error = %e,
-                        close_code = e.close_code().map(|c| c.0),
-                        "websocket failed"
-                    );
+                    self.note_failure(&e);
                     continue;
                 }
                 None => {}
@@ -554,6 +539,70 @@ impl Engine {
             }
             return Poll::Pending;
         }
+    }
+
+    /// The usual receive, without IO: the event the connection has buffered, when there
+    /// is nothing to write before it is handed over; else what the connection said, for
+    /// [`poll_recv_from`](Self::poll_recv_from).
+    #[inline(always)]
+    pub(crate) fn try_recv_raw(&mut self, whole: bool) -> Result<Raw, Polled> {
+        match self.conn.poll_raw(whole) {
+            Some(Ok(ev)) if !self.conn.has_control_output() => Ok(ev),
+            polled => Err(Polled(polled)),
+        }
+    }
+
+    /// [`poll_recv_raw`](Self::poll_recv_raw) after [`try_recv_raw`](Self::try_recv_raw)
+    /// left `first`, what the connection's poll gave.
+    #[inline(always)]
+    pub(crate) fn poll_recv_from(
+        &mut self,
+        Polled(first): Polled,
+        cx: &mut Context<'_>,
+        ww: Option<&Waker>,
+        io: &mut dyn Io,
+        whole: bool,
+    ) -> Poll<Result<Option<Raw>, Error>> {
+        match first {
+            Some(Ok(ev)) => return self.hand_over(ev, cx, ww, io),
+            Some(Err(e)) => self.note_failure(&e),
+            None => {}
+        }
+        self.poll_recv_raw(cx, ww, io, whole)
+    }
+
+    /// Hands over an event: pongs and the close echo leave first if the socket takes them,
+    /// with the data queued with them (messages queued with `feed` otherwise wait for the
+    /// receive that would block, to share one vectored write).
+    #[inline(always)]
+    fn hand_over(
+        &mut self,
+        ev: Raw,
+        cx: &mut Context<'_>,
+        ww: Option<&Waker>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<Option<Raw>, Error>> {
+        if self.conn.has_control_output()
+            && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
+        {
+            self.transport_failed(e);
+        }
+        Poll::Ready(Ok(Some(ev)))
+    }
+
+    /// A failure the connection reported (it is returned once its teardown is over).
+    #[inline(always)]
+    fn note_failure(&self, e: &connection::Error) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "rapidws::tokio",
+            role = ?self.conn.role(),
+            error = %e,
+            close_code = e.close_code().map(|c| c.0),
+            "websocket failed"
+        );
+        #[cfg(not(feature = "tracing"))]
+        let _ = e;
     }
 
     /// The connection is done: what to report, once (`Ok(None)` after a clean close, and

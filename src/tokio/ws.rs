@@ -17,7 +17,7 @@ use crate::error::{Error, TrySendError};
 use crate::handshake::Negotiated;
 use crate::message::{CloseFrame, Compression, Message, MessageRef, Utf8Bytes};
 
-use super::engine::{Engine, Io, PairIo, Put, WriteOnly};
+use super::engine::{Engine, Io, PairIo, Polled, Put, WriteOnly};
 
 /// `recv` and the [`Stream`] impl of [`WebSocket`] and [`ReadHalf`], written once over each
 /// type's `poll_recv`.
@@ -350,9 +350,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// The next whole message as positions, for the borrowing receives. A call of its own:
     /// the lending path measures fewer instructions with the receive poll kept out of line
     /// than inlined as the owning receive has it (callgrind, `firehose rapidws-ref`).
+    ///
+    /// `first`: what [`Engine::try_recv_raw`] left, for the first poll.
     #[inline(never)]
-    fn poll_whole_raw(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Raw>, Error>> {
-        self.engine.poll_recv_raw(cx, None, &mut self.io, true)
+    fn poll_whole_raw(
+        &mut self,
+        cx: &mut Context<'_>,
+        first: Option<Polled>,
+    ) -> Poll<Result<Option<Raw>, Error>> {
+        match first {
+            Some(first) => self
+                .engine
+                .poll_recv_from(first, cx, None, &mut self.io, true),
+            None => self.engine.poll_recv_raw(cx, None, &mut self.io, true),
+        }
     }
 
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
@@ -360,8 +371,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
-        let raw = ready!(self.poll_whole_raw(cx))?;
-        Poll::Ready(Ok(raw.map(|raw| self.engine.conn.raw_ref(&raw))))
+        let raw = match self.engine.try_recv_raw(true) {
+            Ok(raw) => raw,
+            Err(first) => match ready!(self.poll_whole_raw(cx, Some(first)))? {
+                Some(raw) => raw,
+                None => return Poll::Ready(Ok(None)),
+            },
+        };
+        Poll::Ready(Ok(Some(self.engine.conn.raw_ref(&raw))))
     }
 
     /// Receives the next message borrowed from the connection's receive buffer, valid
@@ -388,8 +405,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// # }
     /// ```
     pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
-        let raw = poll_fn(|cx| self.poll_whole_raw(cx)).await?;
-        Ok(raw.map(|raw| self.engine.conn.raw_ref(&raw)))
+        // Most calls find a message buffered: lent without a future.
+        let raw = match self.engine.try_recv_raw(true) {
+            Ok(raw) => raw,
+            Err(first) => {
+                let mut first = Some(first);
+                match poll_fn(|cx| self.poll_whole_raw(cx, first.take())).await? {
+                    Some(raw) => raw,
+                    None => return Ok(None),
+                }
+            }
+        };
+        Ok(Some(self.engine.conn.raw_ref(&raw)))
     }
 
     /// Receives the next data message as an [`AsyncRead`] that yields its payload as the
