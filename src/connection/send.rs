@@ -155,7 +155,7 @@ impl Connection {
     /// What every whole message goes through first: refused on a closed connection or
     /// while a fragmented message is open; then, with permessage-deflate, compressed and
     /// queued when the policy says so (`Ok(true)`). `Ok(false)`: it goes out as it is.
-    #[inline]
+    #[inline(always)]
     fn queue_compressed(
         &mut self,
         kind: MessageKind,
@@ -167,6 +167,24 @@ impl Connection {
             return Err(SendError::MessageInProgress);
         }
         #[cfg(feature = "deflate")]
+        if self.deflate.is_some() {
+            return self.compress_and_queue(kind, payload, compression);
+        }
+        #[cfg(not(feature = "deflate"))]
+        let _ = (kind, payload, compression);
+        Ok(false)
+    }
+
+    /// [`queue_compressed`](Self::queue_compressed) with permessage-deflate on: out of
+    /// line, so that a connection without it sends through a few inlined checks.
+    #[cfg(feature = "deflate")]
+    #[inline(never)]
+    fn compress_and_queue(
+        &mut self,
+        kind: MessageKind,
+        payload: &[u8],
+        compression: Compression,
+    ) -> Result<bool, SendError> {
         if let Some(pmd) = self.deflate_mut() {
             let mut out = Vec::new();
             if pmd
@@ -178,8 +196,6 @@ impl Connection {
             }
             // Sent uncompressed (short, incompressible, or asked so).
         }
-        #[cfg(not(feature = "deflate"))]
-        let _ = (kind, payload, compression);
         Ok(false)
     }
 
