@@ -160,6 +160,7 @@ impl Message {
     }
 
     /// A data message of `kind` whose payload the codec has validated (UTF-8 for text).
+    #[inline]
     pub(crate) fn from_data(kind: MessageKind, data: Bytes) -> Self {
         match kind {
             MessageKind::Text => Message::Text(Utf8Bytes::from_validated(data)),
@@ -251,6 +252,7 @@ pub enum MessageRef<'a> {
 
 impl<'a> MessageRef<'a> {
     /// A data message of `kind` whose payload the codec has validated (UTF-8 for text).
+    #[inline]
     pub(crate) fn from_data(kind: MessageKind, data: &'a [u8]) -> Self {
         match kind {
             MessageKind::Text => {

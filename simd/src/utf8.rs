@@ -82,13 +82,15 @@ fn is_ascii_short(buf: &[u8]) -> bool {
     bits & HIGH == 0
 }
 
-/// [`validate`] of an input shorter than [`SMALL`].
+/// [`validate`] of an input shorter than [`SMALL`]: the ASCII test inline, the rest
+/// ([`locate_error`]: std's check, and the error if there is one) out of line, so that
+/// `validate` stays small enough to inline.
 #[inline(always)]
 fn validate_short(buf: &[u8]) -> Result<(), Utf8Error> {
     if is_ascii_short(buf) {
         return Ok(());
     }
-    core::str::from_utf8(buf).map(|_| ()).map_err(from_core)
+    locate_error(buf)
 }
 
 /// Validates a complete UTF-8 string.
