@@ -309,38 +309,30 @@ fn bench_mask(want: &dyn Fn(&str) -> bool) {
     }
 }
 
+/// `text` with every `n`th non-ASCII character kept and the others replaced by `x`
+/// (`n == 0`: none kept, all ASCII).
+fn keep_every(text: &str, n: usize) -> String {
+    let mut seen = 0;
+    text.chars()
+        .map(|c| {
+            if c.is_ascii() {
+                return c;
+            }
+            seen += 1;
+            if n != 0 && seen % n == 0 { c } else { 'x' }
+        })
+        .collect()
+}
+
 fn bench_utf8(want: &dyn Fn(&str) -> bool) {
     let mixed = mixed_corpus(8 << 20);
-    let ascii: String = mixed
-        .chars()
-        .map(|c| if c.is_ascii() { c } else { 'x' })
-        .collect();
+    let ascii = keep_every(&mixed, 0);
     // Mostly ASCII with a non-ASCII character now and then (every 16th of the mixed
     // text's, about 2% of the bytes): English chat with a name or an emoji.
-    let mut seen = 0;
-    let sparse: String = mixed
-        .chars()
-        .map(|c| {
-            if c.is_ascii() {
-                return c;
-            }
-            seen += 1;
-            if seen % 16 == 0 { c } else { 'x' }
-        })
-        .collect();
+    let sparse = keep_every(&mixed, 16);
     // Every 256th: one non-ASCII character in about 3 KiB, where a kernel that goes on
     // checking after a non-ASCII stretch would lose ASCII's fast path.
-    let mut seen = 0;
-    let rare: String = mixed
-        .chars()
-        .map(|c| {
-            if c.is_ascii() {
-                return c;
-            }
-            seen += 1;
-            if seen % 256 == 0 { c } else { 'x' }
-        })
-        .collect();
+    let rare = keep_every(&mixed, 256);
     let sizes = [
         16usize,
         32,
