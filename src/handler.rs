@@ -107,6 +107,24 @@ struct Sent {
     close: Option<(CloseCode, String)>,
 }
 
+impl Sent {
+    /// Whether what the callback did needs nothing from the connection's task: no reply
+    /// held to be written alone, no error or close to act on, and room left in the send
+    /// queue after what it queued (`has_room` is asked only then). The receive that
+    /// follows writes the queue. Most callbacks end here; [`deliver`] finishes the rest.
+    #[inline]
+    fn settled(&mut self, has_room: impl FnOnce() -> bool) -> bool {
+        let settled = self.first.is_none()
+            && self.error.is_none()
+            && self.close.is_none()
+            && (!self.queued || has_room());
+        if settled {
+            self.queued = false;
+        }
+        settled
+    }
+}
+
 impl Socket<'_> {
     /// Queues a message (text, binary, ping or pong; a `Close` starts the close handshake).
     pub fn send(&mut self, msg: Message) {
@@ -281,14 +299,7 @@ where
             let _ = ws.close(CloseCode::INTERNAL, "").await;
             return Err(Error::Panicked);
         }
-        // Most callbacks leave nothing to wait for: their replies are queued with room to
-        // spare (or there were none), and the receive below writes them.
-        let delivered = if sent.first.is_none()
-            && sent.error.is_none()
-            && sent.close.is_none()
-            && (!sent.queued || ws.has_room())
-        {
-            sent.queued = false;
+        let delivered = if sent.settled(|| ws.has_room()) {
             Ok(false)
         } else {
             deliver(&mut ws, &mut sent).await
