@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Loopback benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 12 minutes on 2 cores: 208 echo
-#                                  cells, 11 idle runs, 45 firehose runs)
+#   bash benches/run.sh            the whole matrix (about 14 minutes on 2 cores: 208 echo
+#                                  cells, 11 idle runs, 3 rounds of 50 firehose runs)
 #   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B)
 #
 # It builds benches/load (its own workspace: the load tool, one echo server per library, the
@@ -10,9 +10,11 @@
 # - echo: for every cell of the matrix runs every server variant in turn (started fresh,
 #   pinned to core 0) under the load tool (pinned to core 1): echoes per server CPU-second;
 # - idle: the server memory per idle connection of every server;
-# - firehose: for every message size, every client in turn (pinned to core 1) reads from a
-#   fresh firehose_server (core 0) that writes pre-encoded frames in 256 KiB writes, and the
-#   in-memory readers go over the same bytes: messages per client CPU-second;
+# - firehose: in each of FH_ROUNDS rounds, for every message size, every client in a new
+#   random order (pinned to core 1) reads from a fresh firehose_server (core 0) that writes
+#   pre-encoded frames in 256 KiB writes, and the in-memory readers go over the same bytes:
+#   messages per client CPU-second, the best round of each client reported (a round that
+#   another tenant of the machine slowed is never the best, for any client);
 # writes the raw rows to benches/results/{echo,idle,firehose}.csv and
 # benches/results/meta.json, and runs benches/plot.py, which regenerates the generated
 # parts of benches/RESULTS.md (echo matrix, pipelined echo, echo with permessage-deflate,
@@ -25,7 +27,8 @@
 #   FIREHOSE_SIZES    message sizes of the firehose, N or LO-HI (default "50 64 256 500
 #                     50-500", quick "64 256"; empty skips it)
 #   FIREHOSE_CLIENTS  space-separated subset of the firehose clients below (default all)
-#   FH_WARMUP, FH_MEASURE  seconds per firehose run (default 0.5 and 1.5)
+#   FH_WARMUP, FH_MEASURE  seconds per firehose run (default 0.5 and 1)
+#   FH_ROUNDS         firehose rounds (default 3)
 #   SKIP_BUILD=1      use the binaries already built
 #
 # Everything runs on 127.0.0.1 only; every cell is bounded by `timeout`.
@@ -49,7 +52,8 @@ else
     FIREHOSE_SIZES="${FIREHOSE_SIZES-50 64 256 500 50-500}"
 fi
 FH_WARMUP="${FH_WARMUP:-0.5}"
-FH_MEASURE="${FH_MEASURE:-1.5}"
+FH_MEASURE="${FH_MEASURE:-1}"
+FH_ROUNDS="${FH_ROUNDS:-3}"
 
 # Server variants: label|binary|server arguments|load arguments|cells
 # cells: all; core (a subset, for variants whose other cells would only repeat another
@@ -218,11 +222,13 @@ if ((IDLE_CONNS > 0)); then
     done
 fi
 
-# Firehose: size by size, every client in turn, each against a fresh server (the in-memory
-# readers need none).
+# Firehose: round by round and size by size, every client in a new order, each against a
+# fresh server (the in-memory readers need none).
 fh_start=$SECONDS
+for ((round = 1; round <= FH_ROUNDS; round++)); do
 for size in $FIREHOSE_SIZES; do
-    for client in $FIREHOSE_CLIENTS; do
+    # shellcheck disable=SC2086
+    for client in $(printf '%s\n' $FIREHOSE_CLIENTS | shuf); do
         portargs=()
         if [[ "$client" != mem-* ]]; then
             start_server "firehose" firehose_server "" || { failures=$((failures + 1)); continue; }
@@ -236,6 +242,7 @@ for size in $FIREHOSE_SIZES; do
         fi
         stop_server
     done
+done
 done
 firehose_seconds=$((SECONDS - fh_start))
 
@@ -259,6 +266,7 @@ cat >"$results/meta.json" <<EOF
   "idle_conns": $IDLE_CONNS,
   "firehose_warmup_s": $FH_WARMUP,
   "firehose_measure_s": $FH_MEASURE,
+  "firehose_rounds": $FH_ROUNDS,
   "peers": "$peers",
   "load_start": "$load_start",
   "load_end": "$(cut -d' ' -f1-3 /proc/loadavg)",
