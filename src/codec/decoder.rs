@@ -55,6 +55,38 @@ pub struct Decoded {
     pub item: Option<Item>,
 }
 
+/// What [`Decoder::decode_short`] found: a whole uncompressed data message in one frame,
+/// unmasked and (for text) validated; the frame ends with the payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Short {
+    /// Where the payload lies in the buffer passed to the decoder.
+    pub(crate) payload: Range<usize>,
+    /// Text, not binary.
+    pub(crate) text: bool,
+}
+
+impl Short {
+    /// The same as [`Decoder::decode`] reports it.
+    #[inline(always)]
+    pub(crate) fn into_decoded(self) -> Decoded {
+        Decoded {
+            consumed: self.payload.end,
+            item: Some(Item::Data(DataChunk {
+                kind: if self.text {
+                    MessageKind::Text
+                } else {
+                    MessageKind::Binary
+                },
+                compressed: false,
+                payload: self.payload,
+                first: true,
+                frame_end: true,
+                message_end: true,
+            })),
+        }
+    }
+}
+
 /// What one [`Decoder::decode`] call found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
@@ -208,12 +240,36 @@ impl Decoder {
     /// stream is unusable; the connection fails with the error's close code.
     #[inline]
     pub fn decode(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
+        match self.decode_short(buf) {
+            Some(r) => r.map(Short::into_decoded),
+            None => self.decode_long(buf),
+        }
+    }
+
+    /// [`decode`](Self::decode) of the common frame alone (a whole unfragmented text or
+    /// binary message, no message open, all in `buf`); `None` for every other case, which
+    /// [`decode_long`](Self::decode_long) then decides. A caller that handles the two
+    /// apart keeps this result in registers: joined with the general path's, which
+    /// comes back through memory, it would go through memory too.
+    #[inline(always)]
+    pub(crate) fn decode_short(&mut self, buf: &mut [u8]) -> Option<Result<Short, ProtocolError>> {
+        if self.frame.is_some() {
+            return None;
+        }
+        let header = self.short_whole(buf)?;
+        // Opcode 0x1: text.
+        let text = header.opcode == 0x1;
+        Some(
+            self.whole_payload(buf, &header, text, false)
+                .map(|payload| Short { payload, text }),
+        )
+    }
+
+    /// [`decode`](Self::decode) where [`decode_short`](Self::decode_short) said `None`.
+    #[inline]
+    pub(crate) fn decode_long(&mut self, buf: &mut [u8]) -> Result<Decoded, ProtocolError> {
         if self.frame.is_some() {
             return self.payload(buf, 0);
-        }
-        if let Some(header) = self.short_whole(buf) {
-            // Opcode 0x1: text.
-            return self.whole(buf, &header, header.opcode == 0x1, false);
         }
         self.decode_frame(buf)
     }
@@ -367,6 +423,34 @@ impl Decoder {
         text: bool,
         compressed: bool,
     ) -> Result<Decoded, ProtocolError> {
+        let payload = self.whole_payload(buf, header, text, compressed)?;
+        Ok(Decoded {
+            consumed: payload.end,
+            item: Some(Item::Data(DataChunk {
+                kind: if text {
+                    MessageKind::Text
+                } else {
+                    MessageKind::Binary
+                },
+                compressed,
+                payload,
+                first: true,
+                frame_end: true,
+                message_end: true,
+            })),
+        })
+    }
+
+    /// [`whole`](Self::whole)'s checks, unmasking and validation; where the payload lies
+    /// in `buf` (the frame ends with it).
+    #[inline(always)]
+    fn whole_payload(
+        &mut self,
+        buf: &mut [u8],
+        header: &FrameHeader,
+        text: bool,
+        compressed: bool,
+    ) -> Result<Range<usize>, ProtocolError> {
         if !compressed && header.payload_len > self.config.max_message_size as u64 {
             return Err(ProtocolError::MessageTooLarge);
         }
@@ -382,21 +466,7 @@ impl Decoder {
         if text && !compressed {
             utf8::validate(payload).map_err(|_| ProtocolError::InvalidUtf8)?;
         }
-        Ok(Decoded {
-            consumed: end,
-            item: Some(Item::Data(DataChunk {
-                kind: if text {
-                    MessageKind::Text
-                } else {
-                    MessageKind::Binary
-                },
-                compressed,
-                payload: start..end,
-                first: true,
-                frame_end: true,
-                message_end: true,
-            })),
-        })
+        Ok(start..end)
     }
 
     /// The rules of RFC 6455 5.2-5.5 that one header decides on its own (everything but the

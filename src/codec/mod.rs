@@ -15,6 +15,7 @@
 mod decoder;
 mod encoder;
 
+pub(crate) use decoder::Short;
 pub use decoder::{ControlFrame, DataChunk, Decoded, Decoder, DecoderConfig, Item};
 pub use encoder::{Encoder, HeaderBuf, MaskKeys, RandomError, encode_header};
 

@@ -371,6 +371,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
+        if let Some((kind, at)) = self.engine.conn.poll_short() {
+            return Poll::Ready(Ok(Some(self.engine.conn.lent(kind, at))));
+        }
         let raw = match self.engine.try_recv_raw(true) {
             Ok(raw) => raw,
             Err(first) => match ready!(self.poll_whole_raw(cx, Some(first)))? {
@@ -405,7 +408,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// # }
     /// ```
     pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
-        // Most calls find a message buffered: lent without a future.
+        // Most calls find a whole message buffered: lent without a future, and without
+        // the general event.
+        if let Some((kind, at)) = self.engine.conn.poll_short() {
+            return Ok(Some(self.engine.conn.lent(kind, at)));
+        }
         let raw = match self.engine.try_recv_raw(true) {
             Ok(raw) => raw,
             Err(first) => {
