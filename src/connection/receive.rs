@@ -345,6 +345,19 @@ impl Connection {
         }
     }
 
+    /// [`poll_short`](Self::poll_short) for an owning receive, the message taken. A
+    /// receive that waits for the peer finds nothing past the message before it: that
+    /// is tested first.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn take_short(&mut self) -> Option<Message> {
+        if self.rx_read + self.held + self.rx_pending >= self.rx.len() {
+            return None;
+        }
+        let (kind, at) = self.poll_short()?;
+        Some(Message::from_data(kind, self.take(Loc::Rx(at))))
+    }
+
     /// The payload of a message [`poll_short`](Self::poll_short) lent.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     #[inline(always)]

@@ -494,51 +494,98 @@ impl Engine {
                 }
                 None => {}
             }
-            if self.conn.is_done() {
-                return Poll::Ready(self.finish());
+            if let Some(done) = self.poll_io(cx, ww, io) {
+                return done;
             }
-            // Before reading on, write what is queued (answers queued with `feed` leave
-            // together here). Checked first: most passes have nothing to write.
-            if self.conn.has_pending_output()
-                && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
-            {
-                self.transport_failed(e);
-                continue;
+        }
+    }
+
+    /// The owning receive of whole messages ([`poll_recv_as`](Self::poll_recv_as) with
+    /// [`Connection::take_message`]), the usual message taken on the connection's short
+    /// path ([`Connection::take_short`]) before every poll, after a read as well.
+    #[inline(always)]
+    pub(crate) fn poll_recv_message(
+        &mut self,
+        cx: &mut Context<'_>,
+        ww: Option<&Waker>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<Option<Message>, Error>> {
+        loop {
+            if let Some(msg) = self.conn.take_short() {
+                return Poll::Ready(Ok(Some(msg)));
             }
-            if self.conn.wants_shutdown() {
-                let r = with_wcx(cx, ww, |wcx| -> Poll<io::Result<()>> {
-                    let mut wr = io.wr();
-                    ready!(wr.as_mut().poll_flush(wcx))?;
-                    wr.poll_shutdown(wcx)
-                });
-                if let Poll::Ready(r) = r {
-                    // A failed shutdown means the peer is gone already: the teardown's
-                    // wait for its FIN ends with the read that finds it.
-                    let _ = r;
-                    self.conn.handle_shutdown(now());
+            match self.conn.poll_raw(true) {
+                Some(Ok(ev)) => {
+                    let raw = ready!(self.hand_over(ev, cx, ww, io))?;
+                    return Poll::Ready(Ok(raw.map(|raw| self.conn.take_message(raw))));
+                }
+                Some(Err(e)) => {
+                    self.note_failure(&e);
                     continue;
                 }
+                None => {}
             }
-            // The connection says whether to read: not while too many control frames wait
-            // for the socket (the drain above registered for write readiness; the timers
-            // still run).
-            if self.conn.wants_read() {
-                match self.poll_fill(cx, io) {
-                    Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(e)) => {
-                        self.transport_failed(e);
-                        continue;
-                    }
-                    Poll::Pending => {}
-                }
+            if let Some(done) = self.poll_io(cx, ww, io) {
+                let raw = ready!(done)?;
+                return Poll::Ready(Ok(raw.map(|raw| self.conn.take_message(raw))));
             }
-            // About to wait: the connection's next deadline is armed. A timer that fired
-            // may have queued a ping, failed the connection or ended its teardown.
-            if self.poll_timer(cx) {
-                continue;
-            }
-            return Poll::Pending;
         }
+    }
+
+    /// One pass of a receive's IO once the connection has nothing to hand over: the end,
+    /// the queue written, the shutdown, a read, the timer. `None`: poll the connection
+    /// again; `Some`: what the receive returns.
+    #[inline(always)]
+    fn poll_io(
+        &mut self,
+        cx: &mut Context<'_>,
+        ww: Option<&Waker>,
+        io: &mut dyn Io,
+    ) -> Option<Poll<Result<Option<Raw>, Error>>> {
+        if self.conn.is_done() {
+            return Some(Poll::Ready(self.finish()));
+        }
+        // Before reading on, write what is queued (answers queued with `feed` leave
+        // together here). Checked first: most passes have nothing to write.
+        if self.conn.has_pending_output()
+            && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
+        {
+            self.transport_failed(e);
+            return None;
+        }
+        if self.conn.wants_shutdown() {
+            let r = with_wcx(cx, ww, |wcx| -> Poll<io::Result<()>> {
+                let mut wr = io.wr();
+                ready!(wr.as_mut().poll_flush(wcx))?;
+                wr.poll_shutdown(wcx)
+            });
+            if let Poll::Ready(r) = r {
+                // A failed shutdown means the peer is gone already: the teardown's
+                // wait for its FIN ends with the read that finds it.
+                let _ = r;
+                self.conn.handle_shutdown(now());
+                return None;
+            }
+        }
+        // The connection says whether to read: not while too many control frames wait
+        // for the socket (the drain above registered for write readiness; the timers
+        // still run).
+        if self.conn.wants_read() {
+            match self.poll_fill(cx, io) {
+                Poll::Ready(Ok(())) => return None,
+                Poll::Ready(Err(e)) => {
+                    self.transport_failed(e);
+                    return None;
+                }
+                Poll::Pending => {}
+            }
+        }
+        // About to wait: the connection's next deadline is armed. A timer that fired
+        // may have queued a ping, failed the connection or ended its teardown.
+        if self.poll_timer(cx) {
+            return None;
+        }
+        Some(Poll::Pending)
     }
 
     /// The usual receive, without IO: the event the connection has buffered, when there

@@ -343,8 +343,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        self.engine
-            .poll_recv_as(cx, None, &mut self.io, true, Connection::take_message)
+        self.engine.poll_recv_message(cx, None, &mut self.io)
     }
 
     /// The next whole message as positions, for the borrowing receives. A call of its own:

@@ -169,7 +169,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// Polls for the next message.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
         Self::locked(&self.shared, cx, |engine, cx, ww, io| {
-            engine.poll_recv_as(cx, Some(ww), io, true, Connection::take_message)
+            engine.poll_recv_message(cx, Some(ww), io)
         })
     }
 
