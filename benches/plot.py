@@ -593,36 +593,31 @@ def firehose_section(rows, meta, full):
         out.append(row)
     md.append(table(hdr, out))
     md.append("")
-    full.append("## Firehose: messages per second; client CPU seconds (user + system), "
-                "server CPU seconds")
-    full.append("")
-    out = []
-    for size in sizes:
-        row = [size]
-        for c in clients:
-            r = good.get((c, size))
-            if not r:
-                row.append("–")
-                continue
-            txt = (f"{kfmt(float(r['msgs_per_s']))}; {float(r['client_user_s']):.2f} + "
-                   f"{float(r['client_sys_s']):.2f}")
-            if not c.startswith("mem-"):
-                txt += f"; {float(r.get('server_cpu_s') or 0):.2f}"
-            row.append(txt)
-        out.append(row)
-    full.append(table(["message size (B)"] + clients, out))
-    full.append("")
-    full.append("## Firehose: messages per client CPU-second, every round (worst-best)")
-    full.append("")
-    out = []
-    for size in sizes:
-        row = [size]
-        for c in clients:
-            v = runs.get((c, size))
-            row.append(f"{kfmt(min(v))}-{kfmt(max(v))} ({len(v)})" if v else "–")
-        out.append(row)
-    full.append(table(["message size (B)"] + clients, out))
-    full.append("")
+    def grid(title, cell):
+        """A client x size table of TABLES.md: `cell(client, size)`, or "–" for `None`."""
+        full.append(title)
+        full.append("")
+        out = [[size] + [cell(c, size) or "–" for c in clients] for size in sizes]
+        full.append(table(["message size (B)"] + clients, out))
+        full.append("")
+
+    def rates(c, size):
+        r = good.get((c, size))
+        if not r:
+            return None
+        txt = (f"{kfmt(float(r['msgs_per_s']))}; {float(r['client_user_s']):.2f} + "
+               f"{float(r['client_sys_s']):.2f}")
+        if not c.startswith("mem-"):
+            txt += f"; {float(r.get('server_cpu_s') or 0):.2f}"
+        return txt
+
+    def spread(c, size):
+        v = runs.get((c, size))
+        return f"{kfmt(min(v))}-{kfmt(max(v))} ({len(v)})" if v else None
+
+    grid("## Firehose: messages per second; client CPU seconds (user + system), "
+         "server CPU seconds", rates)
+    grid("## Firehose: messages per client CPU-second, every round (worst-best)", spread)
     # Targets: >= 2x the best peer at 64 and 256 B; within 2x of frame::scan in memory.
     targets = []
     for size in [s for s in ("64", "256") if s in sizes]:
