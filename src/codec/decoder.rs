@@ -61,29 +61,31 @@ pub struct Decoded {
 pub(crate) struct Short {
     /// Where the payload lies in the buffer passed to the decoder.
     pub(crate) payload: Range<usize>,
-    /// Text, not binary.
-    pub(crate) text: bool,
+    pub(crate) kind: MessageKind,
 }
 
 impl Short {
     /// The same as [`Decoder::decode`] reports it.
     #[inline(always)]
     pub(crate) fn into_decoded(self) -> Decoded {
-        Decoded {
-            consumed: self.payload.end,
-            item: Some(Item::Data(DataChunk {
-                kind: if self.text {
-                    MessageKind::Text
-                } else {
-                    MessageKind::Binary
-                },
-                compressed: false,
-                payload: self.payload,
-                first: true,
-                frame_end: true,
-                message_end: true,
-            })),
-        }
+        whole_message(self.kind, false, self.payload)
+    }
+}
+
+/// The step of a whole message in one frame, its payload at `payload` (the frame ends
+/// with it).
+#[inline(always)]
+fn whole_message(kind: MessageKind, compressed: bool, payload: Range<usize>) -> Decoded {
+    Decoded {
+        consumed: payload.end,
+        item: Some(Item::Data(DataChunk {
+            kind,
+            compressed,
+            payload,
+            first: true,
+            frame_end: true,
+            message_end: true,
+        })),
     }
 }
 
@@ -258,10 +260,14 @@ impl Decoder {
         }
         let header = self.short_whole(buf)?;
         // Opcode 0x1: text.
-        let text = header.opcode == 0x1;
+        let kind = if header.opcode == 0x1 {
+            MessageKind::Text
+        } else {
+            MessageKind::Binary
+        };
         Some(
-            self.whole_payload(buf, &header, text, false)
-                .map(|payload| Short { payload, text }),
+            self.whole_payload(buf, &header, kind == MessageKind::Text, false)
+                .map(|payload| Short { payload, kind }),
         )
     }
 
@@ -424,21 +430,12 @@ impl Decoder {
         compressed: bool,
     ) -> Result<Decoded, ProtocolError> {
         let payload = self.whole_payload(buf, header, text, compressed)?;
-        Ok(Decoded {
-            consumed: payload.end,
-            item: Some(Item::Data(DataChunk {
-                kind: if text {
-                    MessageKind::Text
-                } else {
-                    MessageKind::Binary
-                },
-                compressed,
-                payload,
-                first: true,
-                frame_end: true,
-                message_end: true,
-            })),
-        })
+        let kind = if text {
+            MessageKind::Text
+        } else {
+            MessageKind::Binary
+        };
+        Ok(whole_message(kind, compressed, payload))
     }
 
     /// [`whole`](Self::whole)'s checks, unmasking and validation; where the payload lies

@@ -301,12 +301,7 @@ impl Connection {
         self.note_frame();
         self.timers.message_since = None;
         self.rx_pending = short.payload.end;
-        let kind = if short.text {
-            MessageKind::Text
-        } else {
-            MessageKind::Binary
-        };
-        (kind, short.payload.start + at..short.payload.end + at)
+        (short.kind, short.payload.start + at..short.payload.end + at)
     }
 
     /// The next message when it is the usual one, a whole message already in the
