@@ -72,6 +72,16 @@ impl Short {
     }
 }
 
+/// The kind of a data message: text (opcode 0x1) or binary.
+#[inline(always)]
+fn data_kind(text: bool) -> MessageKind {
+    if text {
+        MessageKind::Text
+    } else {
+        MessageKind::Binary
+    }
+}
+
 /// The step of a whole message in one frame, its payload at `payload` (the frame ends
 /// with it).
 #[inline(always)]
@@ -260,14 +270,13 @@ impl Decoder {
         }
         let header = self.short_whole(buf)?;
         // Opcode 0x1: text.
-        let kind = if header.opcode == 0x1 {
-            MessageKind::Text
-        } else {
-            MessageKind::Binary
-        };
+        let text = header.opcode == 0x1;
         Some(
-            self.whole_payload(buf, &header, kind == MessageKind::Text, false)
-                .map(|payload| Short { payload, kind }),
+            self.whole_payload(buf, &header, text, false)
+                .map(|payload| Short {
+                    payload,
+                    kind: data_kind(text),
+                }),
         )
     }
 
@@ -350,11 +359,7 @@ impl Decoder {
             }
             (_, Some(_)) => return Err(ProtocolError::ExpectedContinuation),
             (_, None) => {
-                let kind = if opcode == OpCode::Text {
-                    MessageKind::Text
-                } else {
-                    MessageKind::Binary
-                };
+                let kind = data_kind(opcode == OpCode::Text);
                 if !rsv1 && header.payload_len > self.config.max_message_size as u64 {
                     return Err(ProtocolError::MessageTooLarge);
                 }
@@ -430,12 +435,7 @@ impl Decoder {
         compressed: bool,
     ) -> Result<Decoded, ProtocolError> {
         let payload = self.whole_payload(buf, header, text, compressed)?;
-        let kind = if text {
-            MessageKind::Text
-        } else {
-            MessageKind::Binary
-        };
-        Ok(whole_message(kind, compressed, payload))
+        Ok(whole_message(data_kind(text), compressed, payload))
     }
 
     /// [`whole`](Self::whole)'s checks, unmasking and validation; where the payload lies
