@@ -253,6 +253,35 @@ fn truncated_sequence_is_found_at_every_offset_of_long_inputs() {
     }
 }
 
+/// A valid character of every width after an ASCII stretch of any length, up to the end:
+/// the AVX2 kernel skips an ASCII prefix 128 bytes per test before it checks the rest,
+/// and must judge a character that starts in, at or past the prefix's last run alike.
+#[test]
+fn a_character_after_an_ascii_stretch_of_any_length_is_judged_like_std() {
+    let lens: &[usize] = if cfg!(miri) {
+        &[135]
+    } else {
+        &[
+            129, 131, 160, 255, 256, 257, 300, 383, 384, 385, 511, 512, 513, 700,
+        ]
+    };
+    let step = if cfg!(miri) { 11 } else { 1 };
+    let chars: &[&[u8]] = &["é".as_bytes(), "€".as_bytes(), "😀".as_bytes()];
+    for &len in lens {
+        for c in chars {
+            for at in (0..=len - c.len()).step_by(step) {
+                let mut b = vec![b'a'; len];
+                b[at..at + c.len()].copy_from_slice(c);
+                check_one_shot(&b);
+                // The same character cut short, at the end of the input and before ASCII.
+                check_one_shot(&b[..at + c.len() - 1]);
+                b[at + c.len() - 1] = b'a';
+                check_one_shot(&b);
+            }
+        }
+    }
+}
+
 /// Markus Kuhn's UTF-8 decoder stress test, sections 2 to 5, written from its spec:
 /// (bytes, valid?).
 fn kuhn_cases() -> Vec<(Vec<u8>, bool)> {

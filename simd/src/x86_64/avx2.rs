@@ -52,6 +52,7 @@ unsafe fn words_partial(p: *const u8, len: usize) -> [u64; 2] {
 impl Vector for __m256i {
     const LANES: usize = 32;
     const ENTRY_ASCII: usize = crate::generic::ASCII_INLINE_MAX;
+    const ASCII_PREFIX: bool = true;
 
     #[inline(always)]
     unsafe fn splat(b: u8) -> Self {
