@@ -568,7 +568,8 @@ const DENSE_RUN: usize = 7;
 /// no bytes before it to load); after it every vector reads its preceding bytes from
 /// memory ([`Utf8::check_at`]), `STEP` bytes per step with one ASCII test
 /// ([`Utf8::body`]), and the last bytes end in one vector ending at the last byte
-/// ([`Utf8::tail`]). Errors are OR-ed together and tested once, at the end. Inputs shorter than `LANES + 3` go through the streaming checker.
+/// ([`Utf8::tail`]). Errors are OR-ed together and tested once, at the end. Inputs
+/// shorter than `LANES + 3` go through the streaming checker.
 /// # Safety
 /// The ISA of `V` must be available.
 #[inline(always)]
