@@ -3,10 +3,10 @@
 //! Control frames (pings, pongs) go out at the next frame boundary, ahead of queued data
 //! frames (RFC 6455 5.4: "Control frames MAY be injected in the middle of a fragmented
 //! message", and never inside a frame); data frames and the close keep their order. A
-//! frame with a small payload is copied, header and payload back to back, into one
-//! contiguous chunk shared with the small frames around it, so a burst of small messages
-//! is a few slices for one vectored write; a large payload stays where the caller put it
-//! (a shared [`Bytes`]), next to its header. The IO layers write with
+//! frame with a payload of up to 1.5 KiB is copied, header and payload back to back, into
+//! one contiguous chunk shared with the frames around it, so a burst of messages is a few
+//! slices for one vectored write (the kernel charges a gathered write per slice); a larger
+//! payload stays where the caller put it (a shared [`Bytes`]), next to its header. The IO layers write with
 //! [`io_slices`](OutQueue::io_slices) and report what the transport took with
 //! [`advance`](OutQueue::advance).
 
@@ -20,17 +20,22 @@ use crate::deque::Deque;
 
 use super::Transmit;
 
-/// Payloads up to this size are copied into the coalesce chunk.
-pub(super) const COALESCE_PAYLOAD_MAX: usize = 512;
+/// Payloads up to this size are copied into the coalesce chunk. The kernel charges a
+/// vectored write for every slice it gathers (about 90 ns a slice on a VM without fast
+/// `rep movsb`, against 280 ns for the whole 1 KiB frame sent as one slice), and below
+/// this size the copy costs less than the slice it saves: 64 pipelined echoes of 1 KiB
+/// cost 15 % less CPU copied than gathered, 1.5 KiB 8 % less, 2 KiB the same.
+pub(super) const COALESCE_PAYLOAD_MAX: usize = 1536;
 
-/// A coalesce chunk holds at least this much when it is made (it grows as small frames
-/// join it, and is kept for the next ones): small, so that a lone close frame costs
-/// little.
+/// The first coalesce chunk holds at least this much: small, so that a lone message or
+/// close frame costs little.
 const CHUNK_MIN: usize = 1024;
 
-/// A coalesce chunk stops growing past this size, so one chunk never pins much memory;
-/// a spare chunk larger than this is not kept.
-const CHUNK_MAX: usize = 16 * 1024;
+/// Each chunk started behind a full one is twice its size, up to this: a burst is a few
+/// slices, no chunk is ever reallocated (a frame that does not fit starts the next one),
+/// and one chunk never pins much memory. The largest chunk written out is kept for the
+/// next burst, so a steady pipeline fills one chunk per write.
+const CHUNK_MAX: usize = 64 * 1024;
 
 /// Frames' room kept in the data queue's spill when a write empties it: a pipelining peer
 /// (HttpArena's 16 in flight, or 64) refills it at once, and freeing it after every write
@@ -196,14 +201,16 @@ impl OutQueue {
         self.len += n;
         // Into the tail chunk when it has room, else into a new one (the spare, when
         // there is one), filled before it is queued.
-        if let Some(Entry::Copied(tail)) = self.data.back_mut()
-            && tail.len() + n <= CHUNK_MAX
-        {
-            return copy_frame(tail, header, payload, mask);
+        let mut want = CHUNK_MIN;
+        if let Some(Entry::Copied(tail)) = self.data.back_mut() {
+            if tail.capacity() - tail.len() >= n {
+                return copy_frame(tail, header, payload, mask);
+            }
+            want = (tail.capacity() * 2).min(CHUNK_MAX);
         }
         let mut chunk = match self.spare.take() {
             Some(spare) if spare.capacity() >= n => spare,
-            _ => BytesMut::with_capacity(n.max(CHUNK_MIN)),
+            _ => BytesMut::with_capacity(n.max(want)),
         };
         copy_frame(&mut chunk, header, payload, mask);
         self.data.push_back(Entry::Copied(chunk));
@@ -321,12 +328,16 @@ impl OutQueue {
         }
     }
 
-    /// A written frame leaves the queue; a coalesce chunk is kept for the next small
-    /// frames, so one message at a time allocates nothing.
+    /// A written frame leaves the queue; the largest coalesce chunk is kept for the next
+    /// small frames, so one message at a time allocates nothing, nor does a steady burst.
     #[inline]
     fn recycle(&mut self, entry: Entry) {
         if let Entry::Copied(mut chunk) = entry
             && chunk.capacity() <= CHUNK_MAX
+            && self
+                .spare
+                .as_ref()
+                .is_none_or(|s| s.capacity() < chunk.capacity())
         {
             // Only ever read through slices: never shared.
             chunk.clear();
@@ -464,7 +475,7 @@ mod tests {
     #[test]
     fn control_frames_pass_data_at_the_next_frame_boundary_only() {
         let mut q = OutQueue::default();
-        let (h, p, big) = frame(1000, 7);
+        let (h, p, big) = frame(2000, 7);
         q.push_frame(h, p);
         let (h, p, small) = frame(5, 8);
         q.push_frame(h, p);
@@ -508,6 +519,58 @@ mod tests {
     }
 
     #[test]
+    fn a_payload_up_to_the_coalesce_size_is_copied_next_to_its_header() {
+        for (len, slices) in [(COALESCE_PAYLOAD_MAX, 1), (COALESCE_PAYLOAD_MAX + 1, 2)] {
+            let mut q = OutQueue::default();
+            let (h, p, wire) = frame(len, 3);
+            q.push_frame(h, p);
+            let mut io = [IoSlice::new(&[]); 4];
+            assert_eq!(q.io_slices(&mut io), slices, "{len} B");
+            assert_eq!(drain(&mut q, usize::MAX, 4).0, wire);
+        }
+    }
+
+    #[test]
+    fn a_burst_of_kilobyte_frames_is_a_few_slices_and_the_next_burst_one() {
+        // Where each slice starts.
+        fn starts(q: &OutQueue) -> Vec<usize> {
+            let mut io = [IoSlice::new(&[]); 64];
+            let n = q.io_slices(&mut io);
+            io[..n].iter().map(|s| s.as_ptr() as usize).collect()
+        }
+        let mut q = OutQueue::default();
+        let mut expect = Vec::new();
+        for i in 0..60 {
+            let (h, p, wire) = frame(1024, i);
+            q.push_frame(h, p);
+            expect.extend_from_slice(&wire);
+        }
+        // Chunks of 1, 2, 4, 8, 16 and 32 KiB (room for 63 frames), each started behind
+        // a full one.
+        let before = starts(&q);
+        assert_eq!(before.len(), 6);
+        for i in 0..5 {
+            let (h, p, wire) = frame(1024, 100 + i);
+            q.push_frame(h, p);
+            expect.extend_from_slice(&wire);
+        }
+        // A chunk grown in place would have moved the frames already in it.
+        let after = starts(&q);
+        assert_eq!(
+            (after.len(), &after[..6]),
+            (7, &before[..]),
+            "no chunk moves"
+        );
+        assert_eq!(drain(&mut q, usize::MAX, 64), (expect, 1));
+        // The largest chunk (64 KiB) was kept: the next burst is one slice.
+        for i in 0..60 {
+            let (h, p, _) = frame(1024, i);
+            q.push_frame(h, p);
+        }
+        assert_eq!(starts(&q), vec![after[6]]);
+    }
+
+    #[test]
     fn one_small_message_at_a_time_reuses_its_chunk() {
         let mut q = OutQueue::default();
         let (h, p, _) = frame(16, 1);
@@ -526,7 +589,7 @@ mod tests {
     fn frames_taken_one_by_one_match_the_vectored_order() {
         let mut q = OutQueue::default();
         let mut expect = Vec::new();
-        for (i, len) in [700usize, 3, 1500].iter().enumerate() {
+        for (i, len) in [1700usize, 3, 2500].iter().enumerate() {
             let (h, p, wire) = frame(*len, i as u8);
             q.push_frame(h, p);
             expect.extend_from_slice(&wire);
@@ -538,9 +601,9 @@ mod tests {
             out.extend_from_slice(t.header());
             out.extend_from_slice(t.payload());
         }
-        let mut want = expect[100..700 + 4].to_vec();
+        let mut want = expect[100..1700 + 4].to_vec();
         want.extend_from_slice(&[0x89, 0x00]);
-        want.extend_from_slice(&expect[704..]);
+        want.extend_from_slice(&expect[1704..]);
         assert_eq!(out, want);
         assert!(q.is_empty());
     }
