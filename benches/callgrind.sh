@@ -7,6 +7,8 @@
 #   e.g. bash benches/callgrind.sh echo_rapidws 1024
 #        bash benches/callgrind.sh echo_rapidws 1024 --handler
 #        CONNS=100 KIND=text bash benches/callgrind.sh echo_wtx 16384
+#        CONNS=1 INFLIGHT=64 COUNT=rapidws::handler::call \
+#            bash benches/callgrind.sh echo_rapidws 1024 --handler
 #        bash benches/callgrind.sh firehose rapidws-ref 64
 #        bash benches/callgrind.sh firehose mem-decoder 50-500
 #
@@ -17,7 +19,10 @@
 # on after WARM seconds (default 1.5) and counts until the load ends. Echoes are counted in
 # the same profile as calls to the socket write (`AsyncWrite>::poll_write*`, once per echo
 # for every server at one in flight), so start-up and handshakes are left out and the
-# machine's load does not change the figure.
+# machine's load does not change the figure. With INFLIGHT messages in flight on each
+# connection (default 1) a write carries several echoes: name in COUNT a function the server
+# calls once per message received (for rapidws: `rapidws::handler::call` under the handler
+# API, `Connection>::take` otherwise).
 #
 # Firehose: runs the firehose client (any --client of benches/load/src/bin/firehose.rs,
 # mem-* included) under callgrind against a firehose_server run natively, turns
@@ -94,6 +99,12 @@ size=$2
 shift 2
 conns=${CONNS:-10}
 kind=${KIND:-binary}
+inflight=${INFLIGHT:-1}
+count=${COUNT:-AsyncWrite>::poll_write}
+if ((inflight > 1)) && [[ -z "${COUNT:-}" ]]; then
+    echo "INFLIGHT > 1 needs COUNT: a function called once per message received" >&2
+    exit 2
+fi
 # The raw TCP echo sends the client's masked frames back: the load tool must accept them.
 loadargs=()
 [[ "$server" == echo_raw ]] && loadargs=(--raw)
@@ -104,7 +115,7 @@ pid=$!
 for _ in $(seq 400); do grep -q '^READY ' "$ready" && break; sleep 0.05; done
 port="$(awk '/^READY /{print $2; exit}' "$ready")"
 "$bin/load" --port "$port" --server-pid "$pid" --label callgrind --kind "$kind" --size "$size" \
-    --conns "$conns" --inflight 1 --warmup 0 --measure 5 "${loadargs[@]}" >/dev/null 2>&1 &
+    --conns "$conns" --inflight "$inflight" --warmup 0 --measure 5 "${loadargs[@]}" >/dev/null 2>&1 &
 load=$!
 sleep "$warm"
 callgrind_control -i on "$pid" >/dev/null
@@ -114,11 +125,13 @@ kill "$pid"
 wait "$pid" 2>/dev/null || true
 rm -f "$ready"
 
-# Total instructions, and calls to the socket write, from the profile itself.
-read -r total calls < <(count_calls "$out" "AsyncWrite>::poll_write")
+# Total instructions, and calls to the socket write (or COUNT), from the profile itself.
+read -r total calls < <(count_calls "$out" "$count")
 if ((calls == 0)); then
-    echo "no socket writes were profiled" >&2
+    echo "no calls to $count were profiled" >&2
     exit 1
 fi
-python3 -c "import sys; t, c = map(int, sys.argv[1:]); print(f'$server $size B x $conns: {t / c:.0f} instructions per echo ({c} echoes, {t} instructions)')" "$total" "$calls"
+label="$server $size B x $conns"
+((inflight > 1)) && label+=" x $inflight in flight"
+python3 -c "import sys; t, c = map(int, sys.argv[1:]); print(f'$label: {t / c:.0f} instructions per echo ({c} echoes, {t} instructions)')" "$total" "$calls"
 echo "profile: $out (callgrind_annotate $out)"

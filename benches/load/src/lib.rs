@@ -296,7 +296,17 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// User and system CPU time of a process, in clock ticks, from `/proc/<pid>/stat`.
 pub fn proc_cpu_ticks(pid: u32) -> io::Result<(u64, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    stat_cpu_ticks(&format!("/proc/{pid}/stat"))
+}
+
+/// User and system CPU time of the calling thread, in clock ticks.
+pub fn thread_cpu_ticks() -> io::Result<(u64, u64)> {
+    stat_cpu_ticks("/proc/thread-self/stat")
+}
+
+/// User and system CPU time, in clock ticks, from a `/proc` `stat` file.
+fn stat_cpu_ticks(path: &str) -> io::Result<(u64, u64)> {
+    let s = std::fs::read_to_string(path)?;
     // The command name (field 2) may contain spaces and parentheses: fields after it start
     // after the last ')'. There, index 0 is field 3 (state); utime is field 14, stime 15.
     let rest = s
