@@ -694,11 +694,12 @@ unsafe fn validate_stream<V: Vector>(buf: &[u8]) -> bool {
 /// it the head vector would overlap most of the rest.
 const ALIGN_FROM: usize = 4;
 
-/// `(skew, key)` for a loop that starts at the first `LANES`-aligned address at or after
-/// `p`: the bytes before it and the key at the phase of that address.
+/// `(skew, key)` for a loop that starts at the first `LANES`-aligned address after `p`
+/// (`p + LANES` when `p` is aligned: the head vector covers `p..p + LANES`): the bytes
+/// before it, 1 to `LANES`, and the key at the phase of that address.
 #[inline(always)]
 fn aligned_start<V: Vector>(p: *const u8, key: [u8; 4]) -> (usize, [u8; 4]) {
-    let skew = p.addr().wrapping_neg() & (V::LANES - 1);
+    let skew = V::LANES - (p.addr() & (V::LANES - 1));
     (skew, scalar::rotated(key, skew))
 }
 
@@ -707,7 +708,8 @@ fn aligned_start<V: Vector>(p: *const u8, key: [u8; 4]) -> (usize, [u8; 4]) {
 /// The first and the last vector are masked from the original bytes before the loop and
 /// stored after it (where they overlap the loop's vectors, both write the same bytes),
 /// so the loop can start at the first aligned address and end anywhere without a scalar
-/// head or tail.
+/// head or tail. The loop stops where the last vector starts, so an aligned payload of
+/// whole vectors loads and stores each vector once.
 /// # Safety
 /// The ISA of `V` must be available.
 #[inline(always)]
@@ -715,7 +717,8 @@ pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
     let n = buf.len();
     let p = buf.as_mut_ptr();
     // SAFETY: the caller guarantees the ISA; every access stays inside `buf`: vectors
-    // start at `0`, `last = n - LANES` and at `i` with `i + LANES <= n`.
+    // start at `0`, `last = n - LANES`, at `LANES` and `last - LANES` when
+    // `2 * LANES < n`, and at `i` with `i < last`.
     unsafe {
         let k = V::splat_u32(u32::from_ne_bytes(key));
         if n < V::LANES {
@@ -732,13 +735,25 @@ pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
             tail.store(p.add(last));
             return;
         }
+        if n <= 4 * V::LANES {
+            // Two vectors from each end cover it all, without a loop. A vector ending
+            // `LANES` (a multiple of 4) before the last one has the last one's key phase.
+            let b = V::load(p.add(V::LANES)).xor(k);
+            let c = V::load(p.add(last - V::LANES)).xor(kl);
+            head.store(p);
+            b.store(p.add(V::LANES));
+            c.store(p.add(last - V::LANES));
+            tail.store(p.add(last));
+            return;
+        }
         let (mut i, mut kk) = (V::LANES, k);
         if n >= ALIGN_FROM * V::LANES {
             let (skew, key_at) = aligned_start::<V>(p, key);
             i = skew;
             kk = V::splat_u32(u32::from_ne_bytes(key_at));
         }
-        while i + 4 * V::LANES <= n {
+        // `[i, last)`: the last vector covers the rest.
+        while i + 4 * V::LANES <= last {
             if V::PREFETCH_AHEAD > 0 {
                 V::prefetch(p.wrapping_add(i + V::PREFETCH_AHEAD));
             }
@@ -752,7 +767,7 @@ pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
             d.store(p.add(i + 3 * V::LANES));
             i += 4 * V::LANES;
         }
-        while i + V::LANES <= n {
+        while i < last {
             V::load(p.add(i)).xor(kk).store(p.add(i));
             i += V::LANES;
         }
@@ -788,7 +803,7 @@ pub(crate) unsafe fn mask_copy<V: Vector>(dst: &mut [u8], src: &[u8], key: [u8; 
             i = skew;
             kk = V::splat_u32(u32::from_ne_bytes(key_at));
         }
-        while i + 4 * V::LANES <= n {
+        while i + 4 * V::LANES <= last {
             let a = V::load(s.add(i)).xor(kk);
             let b = V::load(s.add(i + V::LANES)).xor(kk);
             let c = V::load(s.add(i + 2 * V::LANES)).xor(kk);
@@ -799,7 +814,7 @@ pub(crate) unsafe fn mask_copy<V: Vector>(dst: &mut [u8], src: &[u8], key: [u8; 
             e.store(d.add(i + 3 * V::LANES));
             i += 4 * V::LANES;
         }
-        while i + V::LANES <= n {
+        while i < last {
             V::load(s.add(i)).xor(kk).store(d.add(i));
             i += V::LANES;
         }
