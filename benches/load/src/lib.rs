@@ -294,6 +294,19 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The number after `name` on the command line, or `default` (the small tools' flags).
+///
+/// # Panics
+/// If the value after `name` is not a number.
+pub fn arg_f64(name: &str, default: f64) -> f64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().expect("a number"))
+        .unwrap_or(default)
+}
+
 /// User and system CPU time of a process, in clock ticks, from `/proc/<pid>/stat`.
 pub fn proc_cpu_ticks(pid: u32) -> io::Result<(u64, u64)> {
     stat_cpu_ticks(&format!("/proc/{pid}/stat"))

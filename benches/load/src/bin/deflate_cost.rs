@@ -16,22 +16,13 @@ use std::time::{Duration, Instant};
 use flate2::{Compress, Compression, FlushCompress};
 use rapidws::Role;
 use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
-use rapidws_load::{Rng, json_like};
-
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("a number"))
-        .unwrap_or(default)
-}
+use rapidws_load::{Rng, arg_f64, json_like};
 
 fn main() {
-    let size = arg("--size", 16384.0) as usize;
-    let codecs = arg("--codecs", 100.0) as usize;
-    let level = arg("--level", 1.0) as i32;
-    let seconds = Duration::from_secs_f64(arg("--seconds", 2.0));
+    let size = arg_f64("--size", 16384.0) as usize;
+    let codecs = arg_f64("--codecs", 100.0) as usize;
+    let level = arg_f64("--level", 1.0) as i32;
+    let seconds = Duration::from_secs_f64(arg_f64("--seconds", 2.0));
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ size as u64);
     let n = (128 * 1024usize).div_ceil(size).clamp(8, 64);
     let payloads: Vec<Vec<u8>> = (0..n).map(|_| json_like(size, &mut rng)).collect();

@@ -20,22 +20,13 @@ use std::io::{IoSlice, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use rapidws_load::{clock_ticks_per_second, thread_cpu_ticks};
-
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("a number"))
-        .unwrap_or(default)
-}
+use rapidws_load::{arg_f64, clock_ticks_per_second, thread_cpu_ticks};
 
 fn main() -> std::io::Result<()> {
-    let size = arg("--size", 1024.0) as usize;
-    let frames = arg("--frames", 64.0) as usize;
-    let seconds = Duration::from_secs_f64(arg("--seconds", 2.0));
-    let rounds = arg("--rounds", 3.0) as usize;
+    let size = arg_f64("--size", 1024.0) as usize;
+    let frames = arg_f64("--frames", 64.0) as usize;
+    let seconds = Duration::from_secs_f64(arg_f64("--seconds", 2.0));
+    let rounds = arg_f64("--rounds", 3.0) as usize;
     let frame = 4 + size;
 
     let listener = TcpListener::bind("127.0.0.1:0")?;
