@@ -223,6 +223,7 @@ impl Connection {
     /// compressed (see [`send_with`](Self::send_with)). A server sending it uncompressed
     /// ([`Compression::Never`] among other cases) queues the `Bytes` itself. Fails like
     /// [`send`](Self::send).
+    #[inline]
     pub fn send_bytes_with(
         &mut self,
         kind: MessageKind,
@@ -244,6 +245,7 @@ impl Connection {
     /// copied), a ping or pong as [`ping`](Self::ping) and [`pong`](Self::pong), a close
     /// as [`close`](Self::close) at `now()` (no frame: 1000, no reason; the clock is read
     /// for a close only). Fails like those.
+    #[inline]
     pub fn send_message(
         &mut self,
         msg: Message,
@@ -529,6 +531,7 @@ impl Connection {
 
     /// Queues a frame whose payload the caller owns: as it is for a server (a large one
     /// is never copied), masked for a client (in place when the payload is ours alone).
+    #[inline]
     fn queue_owned(
         &mut self,
         fin: bool,
@@ -549,6 +552,7 @@ impl Connection {
     /// Queues a frame from a borrowed payload, copied (and masked, for a client) once: a
     /// small one straight into the queue's coalesce chunk, a large one into the send
     /// arena (one allocation amortized over many frames).
+    #[inline]
     fn queue_slice(
         &mut self,
         fin: bool,
