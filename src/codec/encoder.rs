@@ -34,6 +34,7 @@ impl HeaderBuf {
 ///
 /// `rsv1` marks a compressed message's first frame (RFC 7692). The caller keeps control
 /// frames at or below 125 bytes; the connection checks that before calling.
+#[inline]
 pub fn encode_header(
     fin: bool,
     rsv1: bool,
