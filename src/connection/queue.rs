@@ -6,9 +6,9 @@
 //! frame with a payload of up to 1.5 KiB is copied, header and payload back to back, into
 //! one contiguous chunk shared with the frames around it, so a burst of messages is a few
 //! slices for one vectored write (the kernel charges a gathered write per slice); a larger
-//! payload stays where the caller put it (a shared [`Bytes`]), next to its header. The IO layers write with
-//! [`io_slices`](OutQueue::io_slices) and report what the transport took with
-//! [`advance`](OutQueue::advance).
+//! payload stays where the caller put it (a shared [`Bytes`]), next to its header. The IO
+//! layers write with [`io_slices`](OutQueue::io_slices) and report what the transport took
+//! with [`advance`](OutQueue::advance).
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -21,10 +21,11 @@ use crate::deque::Deque;
 use super::Transmit;
 
 /// Payloads up to this size are copied into the coalesce chunk. The kernel charges a
-/// vectored write for every slice it gathers (about 90 ns a slice on a VM without fast
-/// `rep movsb`, against 280 ns for the whole 1 KiB frame sent as one slice), and below
-/// this size the copy costs less than the slice it saves: 64 pipelined echoes of 1 KiB
-/// cost 15 % less CPU copied than gathered, 1.5 KiB 8 % less, 2 KiB the same.
+/// vectored write for every slice it gathers (`writev_cost` in `benches/load`: about
+/// 100 ns a slice on a VM without fast `rep movsb`, against 300 ns for a whole 1 KiB frame
+/// sent in one slice), and below this size the copy costs less than the slice it saves:
+/// 64 pipelined echoes of 1 KiB cost 13-15 % less server CPU copied than gathered, of
+/// 1.5 KiB 8 % less, of 2 KiB the same.
 pub(super) const COALESCE_PAYLOAD_MAX: usize = 1536;
 
 /// The first coalesce chunk holds at least this much: small, so that a lone message or
