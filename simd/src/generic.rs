@@ -689,9 +689,10 @@ unsafe fn validate_stream<V: Vector>(buf: &[u8]) -> bool {
     }
 }
 
-/// From this many bytes on, masking aligns its stores: a vector store that straddles two
+/// From this many vectors on, masking aligns its stores: a vector store that straddles two
 /// cache lines costs two, and a payload that follows a header is rarely aligned. Below
-/// it the head vector would overlap most of the rest.
+/// it the head vector would overlap most of the rest (`mask` covers up to four vectors
+/// without a loop, so its loop always aligns).
 const ALIGN_FROM: usize = 4;
 
 /// `(skew, key)` for a loop that starts at the first `LANES`-aligned address after `p`
@@ -746,12 +747,9 @@ pub(crate) unsafe fn mask<V: Vector>(buf: &mut [u8], key: [u8; 4]) {
             tail.store(p.add(last));
             return;
         }
-        let (mut i, mut kk) = (V::LANES, k);
-        if n >= ALIGN_FROM * V::LANES {
-            let (skew, key_at) = aligned_start::<V>(p, key);
-            i = skew;
-            kk = V::splat_u32(u32::from_ne_bytes(key_at));
-        }
+        // Past four vectors (`ALIGN_FROM`) the loop always starts aligned.
+        let (mut i, key_at) = aligned_start::<V>(p, key);
+        let kk = V::splat_u32(u32::from_ne_bytes(key_at));
         // `[i, last)`: the last vector covers the rest.
         while i + 4 * V::LANES <= last {
             if V::PREFETCH_AHEAD > 0 {
