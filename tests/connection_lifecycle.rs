@@ -71,9 +71,12 @@ fn after_the_close_handshake_the_server_shuts_down_first_and_the_client_waits_fo
         !p.server.is_done(),
         "then the server waits for the client's FIN"
     );
-    // The server's FIN reaches the client: it shuts down in turn and is done.
+    // The server's FIN reaches the client: it shuts down in turn and is done. Until its
+    // shutdown is over there is nothing more to read: the end would only be found again.
+    assert!(p.client.wants_read());
     p.client.handle_eof(p.now);
     assert!(p.client.wants_shutdown());
+    assert!(!p.client.wants_read(), "the end was read");
     p.client.handle_shutdown(p.now);
     assert!(p.client.is_done());
     assert_eq!(

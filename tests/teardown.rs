@@ -7,8 +7,14 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 
 use rapidws::{ClientConfig, CloseCode, Config, Error, ServerConfig, Timeout, blocking};
 
@@ -222,4 +228,86 @@ fn blocking_close_timeout_bounds_the_wait_for_an_answer() {
         "{took:?}"
     );
     h.join().unwrap();
+}
+
+/// A transport whose shutdown finishes in another task, as an HTTP/2 stream's does (hyper
+/// sends END_STREAM from the task that owns the stream): the first `poll_shutdown` hands
+/// the work over and is pending until that task has run. Reads that find the end are
+/// counted.
+struct DeferredShutdown {
+    inner: DuplexStream,
+    ends_read: Arc<AtomicUsize>,
+    finished: Arc<AtomicBool>,
+    handed_over: bool,
+}
+
+impl AsyncRead for DeferredShutdown {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() == before {
+            self.ends_read.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl AsyncWrite for DeferredShutdown {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.finished.load(Ordering::Relaxed) {
+            return Pin::new(&mut self.inner).poll_shutdown(cx);
+        }
+        if !self.handed_over {
+            self.handed_over = true;
+            let (finished, waker) = (self.finished.clone(), cx.waker().clone());
+            tokio::spawn(async move {
+                finished.store(true, Ordering::Relaxed);
+                waker.wake();
+            });
+        }
+        Poll::Pending
+    }
+}
+
+/// After the server's end arrives, a client whose shutdown is still in progress waits for
+/// it instead of reading the end again and again. On one thread such a loop would keep
+/// the task that finishes the shutdown from running until the close timeout.
+#[tokio::test(flavor = "current_thread")]
+async fn tokio_client_waits_for_a_shutdown_in_progress_without_reading_the_end_again() {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let ends_read = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicBool::new(false));
+    let transport = DeferredShutdown {
+        inner: a,
+        ends_read: ends_read.clone(),
+        finished: finished.clone(),
+        handed_over: false,
+    };
+    let config = Config::default().with_close_timeout(Duration::from_secs(30));
+    let mut client =
+        rapidws::tokio::WebSocket::from_raw(transport, rapidws::Role::Client, &config, &[]);
+    let mut server = rapidws::tokio::WebSocket::from_raw(b, rapidws::Role::Server, &config, &[]);
+    let server = tokio::spawn(async move { while server.recv().await.unwrap().is_some() {} });
+    client.close(CloseCode::NORMAL, "bye").await.unwrap();
+    assert!(finished.load(Ordering::Relaxed), "the shutdown finished");
+    assert_eq!(
+        ends_read.load(Ordering::Relaxed),
+        1,
+        "the server's end is read once"
+    );
+    server.await.unwrap();
 }

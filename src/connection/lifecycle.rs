@@ -118,14 +118,20 @@ impl Connection {
     }
 
     /// Whether the transport should be read: until [`is_done`](Self::is_done) (during the
-    /// teardown what arrives is read and discarded), except while
+    /// teardown what arrives is read and discarded) or the transport's end, except while
     /// [`Config::control_queue_capacity`](super::Config::control_queue_capacity) control
     /// frames (pongs, the close echo) wait for the transport: a ping flood from a peer that
     /// does not read then meets TCP backpressure instead of a growing queue.
+    ///
+    /// Once the peer's end has been read, reading again would only find it again: an IO
+    /// layer whose shutdown is still in progress (an HTTP/2 stream's end waits for the
+    /// task that sends it) then waits for the shutdown or the deadline, not for a read
+    /// that is always ready.
     #[inline]
     pub fn wants_read(&self) -> bool {
         !self.is_done()
             && !self.input_eof
+            && !matches!(&self.phase, Phase::Teardown(t) if t.eof)
             && self.out.control_frames() < self.config.control_queue_capacity.max(1)
     }
 
