@@ -379,6 +379,9 @@ async fn violation(
     let mut c = raw_client(addr).await;
     c.write_all(&bytes).await.unwrap();
     let code = read_close_code(&mut c).await;
+    // The server shut down first; our end closing ends its teardown (else it would wait
+    // for it until the close timeout).
+    drop(c);
     (bounded(server).await.unwrap(), code)
 }
 

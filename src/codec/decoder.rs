@@ -135,14 +135,14 @@ pub struct ControlFrame {
     pub payload: Range<usize>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FrameState {
     remaining: u64,
     key: Option<[u8; 4]>,
     fin: bool,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct MessageState {
     kind: MessageKind,
     compressed: bool,

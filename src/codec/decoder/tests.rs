@@ -199,10 +199,9 @@ fn short_headers_are_decided_as_the_general_path_decides_them() {
                                 };
                                 assert_eq!(got, want, "{role:?} {b0:#x} {b1:#x} cut {cut}");
                                 assert_eq!(a, b, "the same bytes unmasked");
-                                assert_eq!(
-                                    format!("{fast:?}"),
-                                    format!("{general:?}"),
-                                    "the same state after {b0:#x} {b1:#x}"
+                                assert!(
+                                    same_state(&fast, &general),
+                                    "the same state after {b0:#x} {b1:#x}: {fast:?} {general:?}"
                                 );
                                 cases += 1;
                             }
@@ -213,6 +212,17 @@ fn short_headers_are_decided_as_the_general_path_decides_them() {
         }
     }
     assert_eq!(cases, 2 * 2 * 3 * 2 * 256 * seconds().len() * 4);
+}
+
+/// Whether two decoders hold the same state between calls: the frame and message under
+/// way, and inside a text message the UTF-8 validator's carry (compared field by field:
+/// formatting both decoders for each of the millions of cases above took most of the
+/// test's time).
+fn same_state(a: &Decoder, b: &Decoder) -> bool {
+    let text = |d: &Decoder| d.message.is_some_and(|m| m.kind == MessageKind::Text);
+    a.frame == b.frame
+        && a.message == b.message
+        && (!text(a) || format!("{:?}", a.utf8) == format!("{:?}", b.utf8))
 }
 
 /// Every second header byte with what follows it: the 7-bit lengths as they are; 126
