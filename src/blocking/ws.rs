@@ -343,15 +343,13 @@ impl<S: Transport> WebSocket<S> {
         }
     }
 
-    /// The transport failed: nothing more can be exchanged; `e` is reported once, unless
-    /// the close handshake had completed (a peer that resets the connection after it
-    /// closed cleanly ended nothing that was still open).
+    /// The transport failed: nothing more can be written or read. What was received
+    /// before is still delivered; then `e` is reported once, unless the peer's close had
+    /// arrived (a peer that resets the connection after its close ended nothing that was
+    /// still open, even when our echo could not be written).
     fn transport_failed(&mut self, e: io::Error) {
-        let clean = self.conn.close_sent() && self.conn.close_received();
+        self.io_error.get_or_insert(e);
         self.conn.handle_transport_error();
-        if !clean {
-            self.io_error.get_or_insert(e);
-        }
     }
 
     /// The connection is done: what to report, once (`Ok(None)` after a clean close, and
@@ -363,7 +361,10 @@ impl<S: Transport> WebSocket<S> {
             *self.conn.recv_buffer() = BytesMut::new();
         }
         let failure = self.conn.take_failure().map(Error::from);
-        let result = match (failure, self.io_error.take()) {
+        // The transport's failure is told unless the peer's close had arrived (see
+        // `transport_failed`).
+        let io_error = self.io_error.take().filter(|_| !self.conn.close_received());
+        let result = match (failure, io_error) {
             // The connection's own failure, if any, came first and is the one to tell.
             (Some(e), _) => Err(e),
             (None, Some(e)) => Err(Error::Io(e)),

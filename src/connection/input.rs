@@ -244,15 +244,30 @@ impl Connection {
     }
 
     /// Drops everything received and not yet delivered (the connection failed or ended).
+    ///
+    /// What the last event lent stays where it is until the next call releases it: the
+    /// IO layer may meet the end of the transport (a write that fails, a timer) between
+    /// the poll that lent an event and its hand-over, and the event must still be whole
+    /// when it is taken (a ping's payload, the message in the receive buffer or in the
+    /// message buffer, an inflated chunk).
     pub(super) fn clear_input(&mut self) {
-        self.rx = BytesMut::new();
-        self.rx_read = 0;
-        self.rx_pending = 0;
-        self.rx_mark = 0;
+        let lent = self.rx_read + self.rx_pending;
+        if lent == 0 {
+            self.rx = BytesMut::new();
+        } else {
+            self.rx.truncate(lent);
+        }
+        self.rx_mark = self.rx.len();
         self.held = 0;
-        self.msg = Vec::new();
+        if !self.msg_delivered {
+            self.msg = Vec::new();
+        }
         #[cfg(feature = "deflate")]
-        if let Some(d) = self.deflate.as_deref_mut() {
+        if let Some(d) = self.deflate.as_deref_mut()
+            && self.config.delivery == super::Delivery::Whole
+        {
+            // In chunk delivery the scratch buffer holds the chunk lent last, if any (an
+            // unfinished one is cleared where inflating it failed).
             d.scratch = Vec::new();
         }
         self.timers.message_since = None;

@@ -45,8 +45,8 @@ pub(super) enum Phase {
     /// Both directions carry data.
     Open,
     /// RFC 6455 7.1.2: our close is queued ("the WebSocket Closing Handshake is Started");
-    /// received data frames are discarded while the peer's close is awaited, from `since`
-    /// for at most [`Config::close_timeout`].
+    /// the peer's close is awaited, from `since` for at most [`Config::close_timeout`],
+    /// and what it sends until then is still delivered.
     CloseSent { since: Instant },
     /// RFC 6455 7.1.3: the peer's close arrived and ours is not queued yet (auto_close is
     /// off): nothing more is received; sends are still allowed until `close`.
@@ -176,23 +176,38 @@ impl Connection {
     }
 
     /// The input after the transport's end is used up: the abnormal closure, reported
-    /// once.
+    /// once (after a transport error the IO layer reports its own instead).
     pub(super) fn end_of_input(&mut self) -> Option<Error> {
         if !self.input_eof || self.is_closed() {
             return None;
         }
-        self.latch(Error::Eof);
-        self.failure_reported = true;
         self.clear_input();
         self.phase = Phase::Done;
+        if self.transport_lost {
+            return None;
+        }
+        self.latch(Error::Eof);
+        self.failure_reported = true;
         Some(Error::Eof)
     }
 
-    /// The transport failed (a read or write error): nothing more can be exchanged. The IO
-    /// layer reports its own error; the connection is done.
+    /// The transport failed (a read or write error): nothing more can be written or read,
+    /// and what is queued to be written is dropped. What was received before the failure
+    /// is still delivered, in order, as after the transport's end
+    /// ([`handle_eof`](Self::handle_eof)): a peer that sent a few frames and hung up,
+    /// whose hang-up made our answer to the first of them fail, is still heard out. Then
+    /// the connection is done, with no error of its own: the IO layer reports the
+    /// transport's. During the teardown it is done at once.
     pub fn handle_transport_error(&mut self) {
-        self.clear_input();
-        self.phase = Phase::Done;
+        self.transport_lost = true;
+        self.out = super::OutQueue::default();
+        self.sending = None;
+        if matches!(self.phase, Phase::Teardown(_) | Phase::Done) {
+            self.phase = Phase::Done;
+            self.clear_input();
+        } else {
+            self.input_eof = true;
+        }
     }
 
     /// Received bytes during the teardown: counted and dropped (see the module docs).
@@ -242,6 +257,7 @@ impl Connection {
             Phase::Open | Phase::CloseReceived => Phase::Teardown(Teardown::new(now, true)),
             ref other => other.clone(),
         };
+        self.teardown_if_lost();
     }
 
     /// RFC 6455 7.1.3/7.1.4: the peer's close arrived.
@@ -257,6 +273,7 @@ impl Connection {
             Phase::CloseSent { .. } => Phase::Teardown(Teardown::new(self.now, true)),
             ref other => other.clone(),
         };
+        self.teardown_if_lost();
         if self.phase == Phase::Open {
             // RFC 6455 5.5.1: "If an endpoint receives a Close frame and did not
             // previously send a Close frame, the endpoint MUST send a Close frame in
@@ -293,6 +310,15 @@ impl Connection {
         } else {
             Phase::Teardown(Teardown::new(now, false))
         };
+        self.teardown_if_lost();
+    }
+
+    /// A teardown begun after the transport failed has nothing to carry out: done.
+    fn teardown_if_lost(&mut self) {
+        if self.transport_lost && matches!(self.phase, Phase::Teardown(_)) {
+            self.phase = Phase::Done;
+            self.clear_input();
+        }
     }
 
     /// The latched error, the first time it is asked for (the event polls report it once).

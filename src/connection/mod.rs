@@ -132,9 +132,11 @@ const RETAIN_CAPACITY: usize = 64 * 1024;
 /// # Close
 ///
 /// Calling [`close`](Self::close) queues our close; from then on sends fail with
-/// [`SendError::Closed`] and received data frames are discarded while the peer's close is
-/// awaited (at most [`Config::close_timeout`], counted from the `now` given to `close`). The peer's close is reported as
-/// [`Event::Close`] and, unless [`Config::auto_close`] is off, echoed. Once both closes
+/// [`SendError::Closed`] while the peer's close is awaited (at most
+/// [`Config::close_timeout`], counted from the `now` given to `close`). What the peer sends
+/// meanwhile is still delivered, within the same limits: it may finish what it was sending
+/// before it answers. The peer's close is reported as [`Event::Close`] and, unless
+/// [`Config::auto_close`] is off, echoed. Once both closes
 /// have passed, [`is_closed`](Self::is_closed) is true: flush the output, then close the
 /// transport (RFC 6455 7.1.1: the server closes TCP first; a client waits for it, within
 /// a timeout of its own). On a protocol error, [`poll_event`](Self::poll_event) returns it
@@ -199,6 +201,9 @@ pub struct Connection {
     /// The transport ended before the close handshake: what is buffered is delivered,
     /// then the connection fails (RFC 6455 7.1.5).
     input_eof: bool,
+    /// The transport failed: nothing more is written (what was received is still
+    /// delivered, see `handle_transport_error`).
+    transport_lost: bool,
     /// The peer's close frame (boxed: an open connection has none).
     peer_close: Option<Box<CloseFrame>>,
     /// The error that failed the connection, kept until taken.
@@ -327,6 +332,7 @@ impl Connection {
             close_queued: false,
             close_in: false,
             input_eof: false,
+            transport_lost: false,
             peer_close: None,
             failure: None,
             failure_reported: false,

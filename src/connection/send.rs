@@ -83,7 +83,7 @@ impl Connection {
     fn check_open(&self) -> Result<(), SendError> {
         // RFC 6455 5.5.1: "After sending a Close frame, the application MUST NOT send any
         // more data frames."
-        if self.close_queued || self.is_closed() {
+        if self.close_queued || self.is_closed() || self.transport_lost {
             Err(SendError::Closed)
         } else {
             Ok(())
@@ -295,6 +295,9 @@ impl Connection {
     /// rest finishes before any control frame is written.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn lone_unwritten(&mut self, header: &HeaderBuf, payload: Bytes, written: usize) {
+        if self.transport_lost {
+            return;
+        }
         self.out.push_rest(header.as_slice(), payload, written);
     }
 
@@ -495,7 +498,10 @@ impl Connection {
             n = 2 + reason.len();
         }
         // The close goes in order with the data frames: after everything sent before it.
-        self.queue_slice(true, false, OpCode::Close, &payload[..n])?;
+        // A transport that failed takes nothing more; the close handshake still moves on.
+        if !self.transport_lost {
+            self.queue_slice(true, false, OpCode::Close, &payload[..n])?;
+        }
         self.sending = None;
         let now = self.now;
         self.on_close_queued(now);
@@ -512,6 +518,9 @@ impl Connection {
         // RFC 6455 5.5: "All control frames MUST have a payload length of 125 bytes or less".
         if payload.len() > MAX_CONTROL_PAYLOAD {
             return Err(SendError::ControlTooLong);
+        }
+        if self.transport_lost {
+            return Ok(());
         }
         let (header, mask) = self
             .encoder
