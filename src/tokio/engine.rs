@@ -83,19 +83,6 @@ impl<W> AsyncRead for WriteOnly<'_, W> {
     }
 }
 
-/// Runs `f` with the context writes should register: `cx` itself, or for split halves a
-/// context whose waker wakes both halves (the socket keeps one write waker only).
-fn with_wcx<T>(
-    cx: &mut Context<'_>,
-    ww: Option<&Waker>,
-    f: impl FnOnce(&mut Context<'_>) -> T,
-) -> T {
-    match ww {
-        Some(w) => f(&mut Context::from_waker(w)),
-        None => f(cx),
-    }
-}
-
 /// Bytes read into the stack by a connection that holds no receive buffer.
 const IDLE_READ: usize = 2048;
 
@@ -443,15 +430,13 @@ impl Engine {
         true
     }
 
-    /// The transport failed: nothing more can be exchanged; `e` is reported once, unless
-    /// the close handshake had completed (a peer that resets the connection after it
-    /// closed cleanly, as many do, ended nothing that was still open).
+    /// The transport failed: nothing more can be written or read. What was received
+    /// before is still delivered; then `e` is reported once, unless the peer's close had
+    /// arrived (a peer that resets the connection after its close, as many do, ended
+    /// nothing that was still open, even when our echo could not be written).
     fn transport_failed(&mut self, e: io::Error) {
-        let clean = self.conn.close_sent() && self.conn.close_received();
+        self.io_error.get_or_insert(e);
         self.conn.handle_transport_error();
-        if !clean {
-            self.io_error.get_or_insert(e);
-        }
     }
 
     /// The next event from the peer, handed over by `hand` (the connection's `raw_owned`
@@ -462,12 +447,11 @@ impl Engine {
     pub(crate) fn poll_recv_as<T>(
         &mut self,
         cx: &mut Context<'_>,
-        ww: Option<&Waker>,
         io: &mut dyn Io,
         whole: bool,
         hand: impl FnOnce(&mut Connection, Raw) -> T,
     ) -> Poll<Result<Option<T>, Error>> {
-        let raw = ready!(self.poll_recv_raw(cx, ww, io, whole))?;
+        let raw = ready!(self.poll_recv_raw(cx, io, whole))?;
         Poll::Ready(Ok(raw.map(|raw| hand(&mut self.conn, raw))))
     }
 
@@ -479,13 +463,12 @@ impl Engine {
     pub(crate) fn poll_recv_raw(
         &mut self,
         cx: &mut Context<'_>,
-        ww: Option<&Waker>,
         io: &mut dyn Io,
         whole: bool,
     ) -> Poll<Result<Option<Raw>, Error>> {
         loop {
             match self.conn.poll_raw(whole) {
-                Some(Ok(ev)) => return self.hand_over(ev, cx, ww, io),
+                Some(Ok(ev)) => return self.hand_over(ev, cx, io),
                 // The connection latched the error and started its teardown (our close
                 // with the error's code is queued): it is reported once that is over.
                 Some(Err(e)) => {
@@ -494,7 +477,7 @@ impl Engine {
                 }
                 None => {}
             }
-            if let Some(done) = self.poll_io(cx, ww, io) {
+            if let Some(done) = self.poll_io(cx, io) {
                 return done;
             }
         }
@@ -507,7 +490,6 @@ impl Engine {
     pub(crate) fn poll_recv_message(
         &mut self,
         cx: &mut Context<'_>,
-        ww: Option<&Waker>,
         io: &mut dyn Io,
     ) -> Poll<Result<Option<Message>, Error>> {
         loop {
@@ -516,7 +498,7 @@ impl Engine {
             }
             match self.conn.poll_raw(true) {
                 Some(Ok(ev)) => {
-                    let raw = ready!(self.hand_over(ev, cx, ww, io))?;
+                    let raw = ready!(self.hand_over(ev, cx, io))?;
                     return Poll::Ready(Ok(raw.map(|raw| self.conn.take_message(raw))));
                 }
                 Some(Err(e)) => {
@@ -525,7 +507,7 @@ impl Engine {
                 }
                 None => {}
             }
-            if let Some(done) = self.poll_io(cx, ww, io) {
+            if let Some(done) = self.poll_io(cx, io) {
                 let raw = ready!(done)?;
                 return Poll::Ready(Ok(raw.map(|raw| self.conn.take_message(raw))));
             }
@@ -539,7 +521,6 @@ impl Engine {
     fn poll_io(
         &mut self,
         cx: &mut Context<'_>,
-        ww: Option<&Waker>,
         io: &mut dyn Io,
     ) -> Option<Poll<Result<Option<Raw>, Error>>> {
         if self.conn.is_done() {
@@ -548,17 +529,17 @@ impl Engine {
         // Before reading on, write what is queued (answers queued with `feed` leave
         // together here). Checked first: most passes have nothing to write.
         if self.conn.has_pending_output()
-            && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
+            && let Poll::Ready(Err(e)) = self.poll_drain(cx, io.wr())
         {
             self.transport_failed(e);
             return None;
         }
         if self.conn.wants_shutdown() {
-            let r = with_wcx(cx, ww, |wcx| -> Poll<io::Result<()>> {
+            let r = (|| -> Poll<io::Result<()>> {
                 let mut wr = io.wr();
-                ready!(wr.as_mut().poll_flush(wcx))?;
-                wr.poll_shutdown(wcx)
-            });
+                ready!(wr.as_mut().poll_flush(cx))?;
+                wr.poll_shutdown(cx)
+            })();
             if let Poll::Ready(r) = r {
                 // A failed shutdown means the peer is gone already: the teardown's
                 // wait for its FIN ends with the read that finds it.
@@ -606,16 +587,15 @@ impl Engine {
         &mut self,
         Polled(first): Polled,
         cx: &mut Context<'_>,
-        ww: Option<&Waker>,
         io: &mut dyn Io,
         whole: bool,
     ) -> Poll<Result<Option<Raw>, Error>> {
         match first {
-            Some(Ok(ev)) => return self.hand_over(ev, cx, ww, io),
+            Some(Ok(ev)) => return self.hand_over(ev, cx, io),
             Some(Err(e)) => self.note_failure(&e),
             None => {}
         }
-        self.poll_recv_raw(cx, ww, io, whole)
+        self.poll_recv_raw(cx, io, whole)
     }
 
     /// Hands over an event: pongs and the close echo leave first if the socket takes them,
@@ -626,11 +606,10 @@ impl Engine {
         &mut self,
         ev: Raw,
         cx: &mut Context<'_>,
-        ww: Option<&Waker>,
         io: &mut dyn Io,
     ) -> Poll<Result<Option<Raw>, Error>> {
         if self.conn.has_control_output()
-            && let Poll::Ready(Err(e)) = with_wcx(cx, ww, |wcx| self.poll_drain(wcx, io.wr()))
+            && let Poll::Ready(Err(e)) = self.poll_drain(cx, io.wr())
         {
             self.transport_failed(e);
         }
@@ -671,7 +650,10 @@ impl Engine {
                 "websocket closed"
             );
         }
-        if let Some(e) = self.io_error.take() {
+        // The transport's failure is told unless the peer's close had arrived (see
+        // `transport_failed`).
+        let io_error = self.io_error.take().filter(|_| !self.conn.close_received());
+        if let Some(e) = io_error {
             // The connection's own failure, if any, came first and is the one to tell.
             return Err(self.conn.take_failure().map_or(Error::Io(e), Error::from));
         }

@@ -59,7 +59,9 @@ mod ws;
 pub use crate::config::{ClientConfig, ServerConfig};
 pub use crate::connection::Config;
 pub use crate::error::{Error, Timeout, TrySendError};
-pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
+pub use crate::handshake::{
+    ClientError, Negotiated, Reject, Request, Response, ResponseHeaders, ServerError,
+};
 pub use crate::message::{CloseFrame, Compression, FromUtf8Error, Message, MessageRef, Utf8Bytes};
 #[cfg(feature = "proxy")]
 pub use crate::proxy::{
@@ -84,7 +86,9 @@ pub use server::{accept_tls, accept_tls_with};
 pub use stream::MaybeTlsStream;
 #[cfg(feature = "tokio-rustls")]
 pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream};
-pub use ws::{HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, WebSocket, WriteHalf};
+pub use ws::{
+    HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, ReuniteError, WebSocket, WriteHalf,
+};
 
 pub use crate::codec::{CloseCode, MessageKind};
 pub use crate::connection::Delivery;

@@ -210,7 +210,7 @@ mod split;
 
 use fragments::copy_fragments;
 pub use fragments::{IncomingMessage, MessageWriter};
-pub use split::{HalfMessageWriter, ReadHalf, WriteHalf};
+pub use split::{HalfMessageWriter, ReadHalf, ReuniteError, WriteHalf};
 use split::{Inner, Lent, Shared, WakerPair};
 
 /// A WebSocket connection over `S`, after the opening handshake, in either role.
@@ -266,6 +266,18 @@ pub struct WebSocket<S> {
     io: S,
     engine: Engine,
     subprotocol: Option<String>,
+    /// Made when the socket is first polled as a [`Sink`]: from then on a receiving task
+    /// and a sending task may poll it in turn (`futures`' `StreamExt::split` puts it
+    /// behind a lock shared by the two), and every wait registers a waker that wakes
+    /// both (see [`WakerPair`]).
+    tasks: Option<Box<TwoTasks>>,
+}
+
+/// The wakers of the two tasks of a [`WebSocket`] polled as a `Stream` and a `Sink`.
+struct TwoTasks {
+    wakers: Arc<WakerPair>,
+    /// A waker for `wakers`, made once.
+    combined: Waker,
 }
 
 impl<S> std::fmt::Debug for WebSocket<S> {
@@ -294,10 +306,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         leftover: &[u8],
         subprotocol: Option<String>,
     ) -> Self {
+        Self::from_engine(io, Engine::new(conn, leftover), subprotocol)
+    }
+
+    fn from_engine(io: S, engine: Engine, subprotocol: Option<String>) -> Self {
         WebSocket {
             io,
-            engine: Engine::new(conn, leftover),
+            engine,
             subprotocol,
+            tasks: None,
         }
     }
 
@@ -326,6 +343,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &self.io
     }
 
+    /// The underlying stream, mutably: for its own settings (a socket option, a TLS
+    /// session's state). Reading from it or writing to it directly would cut into the
+    /// connection's frames.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.io
+    }
+
+    /// The underlying stream, ending the WebSocket: what was received and not yet
+    /// delivered, and what was queued and not yet written, are dropped. Close first
+    /// ([`close`](Self::close)) to end the connection as the protocol asks.
+    pub fn into_inner(self) -> S {
+        self.io
+    }
+
     /// Bytes queued and not yet written.
     pub fn queued_bytes(&self) -> usize {
         self.engine.queued()
@@ -336,14 +367,58 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &self.engine.conn
     }
 
+    /// Runs a receiving poll `f` on the engine and the socket: with `cx` itself, or once
+    /// a sending task may poll too ([`TwoTasks`]), with the waker of both.
+    #[inline(always)]
+    fn as_reader<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut Engine, &mut S, &mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        let (engine, io) = (&mut self.engine, &mut self.io);
+        match &self.tasks {
+            None => f(engine, io, cx),
+            Some(t) => t.wakers.poll(true, cx, &t.combined, |cx| f(engine, io, cx)),
+        }
+    }
+
+    /// [`as_reader`](Self::as_reader) for a sending poll.
+    #[inline(always)]
+    fn as_writer<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut Engine, &mut S, &mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        let (engine, io) = (&mut self.engine, &mut self.io);
+        match &self.tasks {
+            None => f(engine, io, cx),
+            Some(t) => t
+                .wakers
+                .poll(false, cx, &t.combined, |cx| f(engine, io, cx)),
+        }
+    }
+
+    /// The socket is polled as a [`Sink`]: a second task may poll it from now on.
+    fn sink(&mut self) -> &mut Self {
+        if self.tasks.is_none() {
+            let wakers = Arc::new(WakerPair::default());
+            self.tasks = Some(Box::new(TwoTasks {
+                combined: Waker::from(wakers.clone()),
+                wakers,
+            }));
+        }
+        self
+    }
+
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        self.engine
-            .poll_recv_as(cx, None, &mut self.io, false, Connection::raw_owned)
+        self.as_reader(cx, |engine, io, cx| {
+            engine.poll_recv_as(cx, io, false, Connection::raw_owned)
+        })
     }
 
     /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        self.engine.poll_recv_message(cx, None, &mut self.io)
+        self.as_reader(cx, |engine, io, cx| engine.poll_recv_message(cx, io))
     }
 
     /// The next whole message as positions, for the borrowing receives. A call of its own:
@@ -357,12 +432,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         first: Option<Polled>,
     ) -> Poll<Result<Option<Raw>, Error>> {
-        match first {
-            Some(first) => self
-                .engine
-                .poll_recv_from(first, cx, None, &mut self.io, true),
-            None => self.engine.poll_recv_raw(cx, None, &mut self.io, true),
-        }
+        self.as_reader(cx, |engine, io, cx| match first {
+            Some(first) => engine.poll_recv_from(first, cx, io, true),
+            None => engine.poll_recv_raw(cx, io, true),
+        })
     }
 
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
@@ -473,12 +546,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     fn with_room(&mut self, cx: &mut Context<'_>, extra: usize) -> Poll<Result<(), Error>> {
-        self.engine.poll_room(cx, &mut self.io, extra)
+        self.as_writer(cx, |engine, io, cx| engine.poll_room(cx, io, extra))
     }
 
     /// Polls the queue empty and flushes the stream.
     pub fn poll_flush_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.engine.poll_flush(cx, &mut self.io)
+        self.as_writer(cx, |engine, io, cx| engine.poll_flush(cx, io))
     }
 
     /// [`poll_flush_queue`](Self::poll_flush_queue) for the `AsyncWrite` views of a
@@ -531,14 +604,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         poll_fn(move |cx| self.with(cx, |e, io, cx| e.poll_room(cx, io, 0)))
     }
 
-    /// Runs `f` with the engine, the socket and `cx`, as [`WriteHalf`] does under its lock.
+    /// Runs the sending poll `f` with the engine, the socket and `cx`, as [`WriteHalf`]
+    /// does under its lock.
     #[inline(always)]
     fn with<T>(
         &mut self,
         cx: &mut Context<'_>,
-        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> T,
-    ) -> T {
-        f(&mut self.engine, &mut self.io, cx)
+        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        self.as_writer(cx, |engine, io, cx| f(engine, io, cx))
     }
 
     /// Nothing to do when a close has been queued: this connection's own receive arms the
@@ -621,6 +695,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             }),
             combined: Waker::from(wakers.clone()),
             wakers,
+            subprotocol: self.subprotocol,
         });
         (
             ReadHalf {
@@ -654,7 +729,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     type Error = Error;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.get_mut().with_room(cx, 0)
+        self.get_mut().sink().with_room(cx, 0)
     }
 
     fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
@@ -662,13 +737,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.get_mut().poll_flush_queue(cx)
+        self.get_mut().sink().poll_flush_queue(cx)
     }
 
     /// Sends a normal close (1000) unless one was sent, and flushes. Keep receiving to
     /// see the peer's close.
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        let this = self.get_mut();
+        let this = self.get_mut().sink();
         match this
             .engine
             .send_with(|c| c.close(super::engine::now(), CloseCode::NORMAL, ""))

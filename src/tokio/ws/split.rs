@@ -1,5 +1,5 @@
 //! The split halves of a [`WebSocket`]: one connection behind a lock, a waker pair so
-//! neither half loses the socket's write wake-up to the other.
+//! neither half loses a wake-up to the other.
 
 use super::*;
 
@@ -7,8 +7,16 @@ use super::*;
 // Split halves
 // ---------------------------------------------------------------------------------------
 
-/// Wakes both halves: the socket remembers one waker per direction, and either half may
-/// be the one that last polled the write side.
+/// The wakers of two tasks that poll one connection: a receiving one and a sending one
+/// (split halves, or a [`WebSocket`] split with `futures`' `StreamExt::split`).
+///
+/// The socket remembers one waker per direction, and the connection's timer one: whichever
+/// task polled last. Either task may read (a send that waits reads aside, so a pong to
+/// the keepalive is seen), write (a receive writes pongs and what was queued) and poll the
+/// timer; a wake-up registered by one and meant for the other would be lost. So every
+/// registration is made with the pair's own waker, which wakes whichever of the two waits
+/// now. A task's waker is kept while its poll is pending, and forgotten once it is
+/// ready, so a task busy elsewhere is not woken for nothing.
 #[derive(Default)]
 pub(super) struct WakerPair {
     reader: Mutex<Option<Waker>>,
@@ -29,6 +37,25 @@ impl WakerPair {
         if let Some(w) = w {
             w.wake();
         }
+    }
+
+    /// Runs the poll `f` of the receiving task (`reader`) or the sending one with `cx`'s
+    /// waker kept while the poll is pending, and `combined` (a waker of this pair) as the
+    /// context every registration is made with.
+    pub(super) fn poll<T>(
+        &self,
+        reader: bool,
+        cx: &Context<'_>,
+        combined: &Waker,
+        f: impl FnOnce(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        let slot = if reader { &self.reader } else { &self.writer };
+        Self::set(slot, cx.waker());
+        let r = f(&mut Context::from_waker(combined));
+        if r.is_ready() {
+            slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        r
     }
 }
 
@@ -56,6 +83,8 @@ pub(super) struct Shared<S> {
     pub(super) wakers: Arc<WakerPair>,
     /// A waker for [`WakerPair`], made once.
     pub(super) combined: Waker,
+    /// The subprotocol agreed in the handshake, if any.
+    pub(super) subprotocol: Option<String>,
 }
 
 impl<S> Shared<S> {
@@ -149,27 +178,29 @@ impl<S> std::fmt::Debug for WriteHalf<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
-    /// Runs `f` on the engine and the socket under the lock, with this half's waker
-    /// registered and the waker that wakes both halves for writes.
+    /// Runs the poll `f` on the engine and the socket under the lock, this half's waker
+    /// kept while it is pending (see [`WakerPair`]).
     fn locked<T>(
         shared: &Shared<S>,
         cx: &mut Context<'_>,
-        f: impl FnOnce(&mut Engine, &mut Context<'_>, &Waker, &mut dyn Io) -> T,
-    ) -> T {
-        WakerPair::set(&shared.wakers.reader, cx.waker());
+        f: impl FnOnce(&mut Engine, &mut Context<'_>, &mut dyn Io) -> Poll<T>,
+    ) -> Poll<T> {
         let mut inner = shared.lock();
         let inner = &mut *inner;
         let mut io = PairIo {
             rd: &mut inner.rd,
             wr: &mut inner.wr,
         };
-        f(&mut inner.engine, cx, &shared.combined, &mut io)
+        let engine = &mut inner.engine;
+        shared
+            .wakers
+            .poll(true, cx, &shared.combined, |cx| f(engine, cx, &mut io))
     }
 
     /// Polls for the next message.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        Self::locked(&self.shared, cx, |engine, cx, ww, io| {
-            engine.poll_recv_message(cx, Some(ww), io)
+        Self::locked(&self.shared, cx, |engine, cx, io| {
+            engine.poll_recv_message(cx, io)
         })
     }
 
@@ -179,8 +210,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
         let lent = &mut self.lent;
-        let got = Self::locked(&self.shared, cx, |engine, cx, ww, io| {
-            let raw = ready!(engine.poll_recv_raw(cx, Some(ww), io, true))?;
+        let got = Self::locked(&self.shared, cx, |engine, cx, io| {
+            let raw = ready!(engine.poll_recv_raw(cx, io, true))?;
             let got = raw.map(|raw| lent.store(engine.conn.raw_ref(&raw)));
             Poll::Ready(Ok::<_, Error>(got.is_some()))
         });
@@ -207,7 +238,65 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     pub fn close_frame(&self) -> Option<CloseFrame> {
         self.shared.lock().engine.conn.peer_close().cloned()
     }
+
+    /// Whether `write` is the other half of the same [`WebSocket`].
+    pub fn is_pair_of(&self, write: &WriteHalf<S>) -> bool {
+        Arc::ptr_eq(&self.shared, &write.shared)
+    }
+
+    /// Puts the two halves of one [`WebSocket`] back together (as tokio's
+    /// `ReadHalf::unsplit`, and `futures`' `SplitSink::reunite`): the connection goes on
+    /// where the halves left it. [`ReuniteError`] hands both back when they are halves of
+    /// different connections.
+    pub fn reunite(self, write: WriteHalf<S>) -> Result<WebSocket<S>, ReuniteError<S>> {
+        if !self.is_pair_of(&write) {
+            return Err(ReuniteError(self, write));
+        }
+        let shared = self.shared.clone();
+        drop(self);
+        drop(write);
+        match Arc::try_unwrap(shared) {
+            Ok(shared) => {
+                let inner = shared.inner.into_inner().unwrap_or_else(|e| e.into_inner());
+                let io = inner.rd.unsplit(inner.wr);
+                Ok(WebSocket::from_engine(io, inner.engine, shared.subprotocol))
+            }
+            // The two halves were the only owners; were there another, both are handed back
+            // as they were.
+            Err(shared) => {
+                shared.lock().reader = true;
+                let read = ReadHalf {
+                    shared: shared.clone(),
+                    lent: Lent::default(),
+                };
+                Err(ReuniteError(read, WriteHalf { shared }))
+            }
+        }
+    }
+
+    /// The subprotocol agreed in the handshake, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.shared.subprotocol.as_deref()
+    }
 }
+
+/// [`ReadHalf::reunite`] was given the halves of two different connections: both, handed
+/// back.
+pub struct ReuniteError<S>(pub ReadHalf<S>, pub WriteHalf<S>);
+
+impl<S> std::fmt::Debug for ReuniteError<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ReuniteError").finish_non_exhaustive()
+    }
+}
+
+impl<S> std::fmt::Display for ReuniteError<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the halves are not of the same WebSocket")
+    }
+}
+
+impl<S> std::error::Error for ReuniteError<S> {}
 
 receiving!(ReadHalf);
 
@@ -221,34 +310,37 @@ impl<S> Drop for ReadHalf<S> {
 
 /// For a writing half whose reading half is gone: reads what has arrived, so pings are
 /// answered, a close is echoed and the timers run, and drops the data messages.
-fn discard_received(engine: &mut Engine, cx: &mut Context<'_>, ww: &Waker, io: &mut dyn Io) {
+fn discard_received(engine: &mut Engine, cx: &mut Context<'_>, io: &mut dyn Io) {
     while let Poll::Ready(Ok(Some(event))) =
-        engine.poll_recv_as(cx, Some(ww), io, false, Connection::raw_owned)
+        engine.poll_recv_as(cx, io, false, Connection::raw_owned)
     {
         drop(event);
     }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
-    /// Runs `f` with the engine, the write half and a context whose waker wakes both halves.
+    /// Runs the poll `f` with the engine and the write half (both halves, once the
+    /// reading half is gone), this half's waker kept while it is pending (see
+    /// [`WakerPair`]).
     fn with<T>(
         &self,
         cx: &mut Context<'_>,
-        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> T,
-    ) -> T {
-        WakerPair::set(&self.shared.wakers.writer, cx.waker());
+        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
         let mut inner = self.shared.lock();
         let inner = &mut *inner;
-        let mut wcx = Context::from_waker(&self.shared.combined);
-        if inner.reader {
-            return f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), &mut wcx);
-        }
-        let mut io = PairIo {
-            rd: &mut inner.rd,
-            wr: &mut inner.wr,
-        };
-        discard_received(&mut inner.engine, &mut wcx, &self.shared.combined, &mut io);
-        f(&mut inner.engine, &mut io, &mut wcx)
+        let shared = &*self.shared;
+        shared.wakers.poll(false, cx, &shared.combined, |wcx| {
+            if inner.reader {
+                return f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), wcx);
+            }
+            let mut io = PairIo {
+                rd: &mut inner.rd,
+                wr: &mut inner.wr,
+            };
+            discard_received(&mut inner.engine, wcx, &mut io);
+            f(&mut inner.engine, &mut io, wcx)
+        })
     }
 
     fn queue(&self, msg: Message, compression: Compression) -> Result<(), Error> {
@@ -328,6 +420,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
     /// Bytes queued and not yet written.
     pub fn queued_bytes(&self) -> usize {
         self.shared.lock().engine.queued()
+    }
+
+    /// The subprotocol agreed in the handshake, if any.
+    pub fn subprotocol(&self) -> Option<&str> {
+        self.shared.subprotocol.as_deref()
     }
 
     /// [`begin_message`](Self::begin_message) with the choice of whether the message is
