@@ -315,16 +315,32 @@ fn close_after_close_is_refused() {
 }
 
 #[test]
-fn data_after_our_close_is_discarded_until_peer_close() {
+fn data_after_our_close_is_delivered_until_the_peers_close() {
     let mut p = Pair::new();
+    // Fragmented too: the peer may finish the message it was sending (RFC 6455 5.5.1).
     p.server.send_text("in flight").unwrap();
+    p.server.begin_message(MessageKind::Binary).unwrap();
+    p.server.send_chunk(b"first ").unwrap();
     p.client.close(p.now, CloseCode::NORMAL, "").unwrap();
     pump(&mut p.server, &mut p.client, p.now);
-    assert!(drain(&mut p.client).is_empty());
+    let got = drain(&mut p.client);
+    assert!(
+        matches!(&got[..], [Ok(OwnedEvent::Message { data, .. })] if &data[..] == b"in flight"),
+        "{got:?}"
+    );
+    p.server.end_message(b"half").unwrap();
+    pump(&mut p.server, &mut p.client, p.now);
+    let got = drain(&mut p.client);
+    assert!(
+        matches!(&got[..], [Ok(OwnedEvent::Message { data, .. })] if &data[..] == b"first half"),
+        "{got:?}"
+    );
+    assert!(!p.client.is_closed());
     pump(&mut p.client, &mut p.server, p.now);
     assert_eq!(drain(&mut p.server).len(), 1);
     pump(&mut p.server, &mut p.client, p.now);
-    assert_eq!(drain(&mut p.client).len(), 1);
+    let got = drain(&mut p.client);
+    assert!(matches!(&got[..], [Ok(OwnedEvent::Close(_))]), "{got:?}");
     assert!(p.client.is_closed());
 }
 

@@ -278,11 +278,11 @@ impl Connection {
         let at = self.rx_read + self.held;
         match self.decoder.decode_short(&mut self.rx[at..]) {
             Some(Ok(short)) => {
-                if !self.close_queued && self.config.delivery == Delivery::Whole {
+                if self.config.delivery == Delivery::Whole {
                     let (kind, payload) = self.lend_short(at, short);
                     return Some(Ok(Raw::whole(kind, Loc::Rx(payload))));
                 }
-                // Discarded after our close, or delivered in chunks: the general path.
+                // Delivered in chunks: the general path.
                 if let Some(r) = self.after_decode(short.into_decoded()) {
                     return r;
                 }
@@ -317,7 +317,6 @@ impl Connection {
     #[inline(always)]
     pub(crate) fn poll_short(&mut self) -> Option<(MessageKind, Range<usize>)> {
         if self.failure.is_some()
-            || self.close_queued
             || self.config.delivery != Delivery::Whole
             || self.has_control_output()
             || self.input_done()
@@ -402,13 +401,11 @@ impl Connection {
                         (false, false) => self.timers.message_since,
                     };
                 }
-                if self.close_queued {
-                    // RFC 6455 1.4: after sending a close we only wait for the peer's;
-                    // data still in flight from it is discarded.
-                    self.consume_rx(self.held + consumed);
-                    self.held = 0;
-                    return None;
-                }
+                // Data the peer sent after our close was queued, before its own close,
+                // is delivered like any other, within the same limits, budget and close
+                // timeout: RFC 6455 5.5.1 lets the peer finish what it was sending ("An
+                // endpoint MAY delay sending a Close frame until its current message is
+                // sent"), and an application that closed one half still reads the other.
                 // Positions in `rx` from here on.
                 let at = self.rx_read + self.held;
                 chunk.payload = chunk.payload.start + at..chunk.payload.end + at;
@@ -474,7 +471,14 @@ impl Connection {
     fn data_rest(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
         #[cfg(feature = "deflate")]
         if chunk.compressed {
-            return self.inflate(chunk, consumed);
+            let r = self.inflate(chunk, consumed);
+            if r.is_err()
+                && let Some(d) = self.deflate.as_deref_mut()
+            {
+                // An unfinished chunk is never lent: it goes with the failure.
+                d.scratch = Vec::new();
+            }
+            return r;
         }
         let kind = chunk.kind;
         match self.config.delivery {
