@@ -413,7 +413,7 @@ where
 /// # }
 /// ```
 pub async fn dial_handler<H: Handler>(
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
     handler: &mut H,
 ) -> Result<(), Error> {

@@ -72,7 +72,7 @@ use crate::url::WsUrl;
 /// [`Error::Io`].
 pub async fn connect<B>(
     sender: &mut SendRequest<B>,
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
 ) -> Result<HyperWebSocket, Error>
 where
@@ -82,7 +82,7 @@ where
 {
     // One deadline over the whole exchange: request, answer and upgrade.
     crate::tokio::within(config.handshake_timeout, async {
-        let target = WsUrl::parse(url)?;
+        let target = WsUrl::parse(url.as_ref())?;
         let request = config.request(&target.host_header(), &target.resource);
         let (handshake, fields) = Http2ClientHandshake::new(&request, config.handshake.clone())
             .map_err(Error::ClientHandshake)?;

@@ -126,7 +126,7 @@ fn next_failure(ended: &std::sync::mpsc::Receiver<Ended>) -> (Error, Instant) {
 fn probe(addr: SocketAddr) -> Duration {
     let start = Instant::now();
     let config = ClientConfig::default().with_deflate(None);
-    let mut ws = blocking::connect(&format!("ws://{addr}/"), &config).expect("the probe connects");
+    let mut ws = blocking::connect(format!("ws://{addr}/"), &config).expect("the probe connects");
     ws.send(Message::text("are you there?")).unwrap();
     match ws.read() {
         Ok(Some(Message::Text(t))) => assert_eq!(t, "are you there?"),
@@ -265,7 +265,7 @@ fn blocking_client_stuck_writing_to_a_server_that_never_reads_gives_up_at_the_wr
     let in_place = Instant::now();
     let mut config = ClientConfig::default().with_deflate(None);
     config.write_timeout = Some(WRITE_TIMEOUT);
-    let mut ws = blocking::connect(&format!("ws://{addr}/"), &config).unwrap();
+    let mut ws = blocking::connect(format!("ws://{addr}/"), &config).unwrap();
     let message = Message::binary(vec![7u8; 2 * MIB]);
     let start = Instant::now();
     let err = loop {
@@ -608,7 +608,7 @@ fn blocking_client_closes_an_unfinished_fragmented_message_with_1008_at_the_dead
         let config = ClientConfig::default()
             .with_connection(Config::default().with_message_timeout(Some(MESSAGE_TIMEOUT)))
             .with_deflate(compressed.then(DeflateConfig::default));
-        let mut ws = blocking::connect(&format!("ws://{addr}/"), &config).unwrap();
+        let mut ws = blocking::connect(format!("ws://{addr}/"), &config).unwrap();
         let r = loop {
             match ws.read() {
                 Ok(Some(Message::Ping(_))) => {}
@@ -732,7 +732,7 @@ fn blocking_client_drops_a_trickling_server_at_the_idle_timeout_with_1001() {
     let config = ClientConfig::default()
         .with_connection(Config::default().with_idle_timeout(Some(IDLE)))
         .with_deflate(None);
-    let mut ws = blocking::connect(&format!("ws://{addr}/"), &config).unwrap();
+    let mut ws = blocking::connect(format!("ws://{addr}/"), &config).unwrap();
     let r = ws.read();
     assert!(matches!(r, Err(Error::Timeout(Timeout::Idle))), "{r:?}");
     let (code, after) = bounded(&rt, server).unwrap();

@@ -279,7 +279,7 @@ fn blocking_run(takeover: bool) {
         got
     });
     let config = ClientConfig::default().with_deflate(Some(deflate(takeover)));
-    let mut ws = blocking::connect(&format!("ws://{}/", relay.addr), &config).unwrap();
+    let mut ws = blocking::connect(format!("ws://{}/", relay.addr), &config).unwrap();
     blocking::Transport::set_read_timeout(ws.get_mut(), Some(LIMIT)).unwrap();
     assert!(ws.is_deflate());
     let want: Vec<Message> = blocking_script().into_iter().map(|(m, _, _)| m).collect();

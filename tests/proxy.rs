@@ -814,7 +814,7 @@ async fn the_reconnecting_client_goes_through_the_proxy_every_time() {
     let (proxy, seen) = connect_proxy(None).await;
     let config = ClientConfig::default()
         .with_proxy(Proxy::http(&format!("http://127.0.0.1:{proxy}")).unwrap());
-    let mut feed = Reconnect::new(&format!("ws://localhost:{echo}/feed"), config)
+    let mut feed = Reconnect::new(format!("ws://localhost:{echo}/feed"), config)
         .unwrap()
         .with_backoff(rapidws::tokio::Backoff::new(
             Duration::from_millis(1),

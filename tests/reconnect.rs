@@ -82,7 +82,7 @@ async fn survives_a_server_killed_and_restarted_three_times() {
     let seen = log.clone();
     let hooks = Arc::new(Mutex::new(0u32));
     let counted = hooks.clone();
-    let mut feed = Reconnect::new(&format!("ws://{addr}/feed"), client_config())
+    let mut feed = Reconnect::new(format!("ws://{addr}/feed"), client_config())
         .unwrap()
         .with_backoff(backoff)
         .with_deadline(Some(Duration::from_secs(30)))
@@ -181,7 +181,7 @@ async fn gives_up_after_its_attempts_with_the_last_error() {
     let log: Log = Arc::default();
     let seen = log.clone();
     let backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(8));
-    let mut feed = Reconnect::new(&format!("ws://{addr}/"), client_config())
+    let mut feed = Reconnect::new(format!("ws://{addr}/"), client_config())
         .unwrap()
         .with_backoff(backoff)
         .with_max_attempts(Some(5))
@@ -226,7 +226,7 @@ async fn gives_up_at_its_deadline_with_the_last_error() {
     let log: Log = Arc::default();
     let seen = log.clone();
     let deadline = Duration::from_secs(20);
-    let mut feed = Reconnect::new(&format!("ws://{addr}/"), client_config())
+    let mut feed = Reconnect::new(format!("ws://{addr}/"), client_config())
         .unwrap()
         .with_backoff(Backoff::new(
             Duration::from_millis(500),

@@ -404,7 +404,7 @@ async fn blocking_connect_takes_wss_and_fails_at_once_on_a_plain_server() {
         let config = blocking::ClientConfig::default()
             .with_read_timeout(Some(Duration::from_secs(10)))
             .with_tls(tls);
-        let mut ws = blocking::connect(&format!("wss://localhost:{port}/"), &config).unwrap();
+        let mut ws = blocking::connect(format!("wss://localhost:{port}/"), &config).unwrap();
         assert!(ws.get_ref().is_tls());
         ws.send_text("blocking, one call").unwrap();
         assert_eq!(
@@ -475,7 +475,7 @@ async fn the_reconnecting_client_takes_wss_urls() {
     let port = helper_echo_server(&cert, &key, 2).await;
     let tls = client_config_with_roots(roots_of(&cert)).unwrap();
     let mut feed = Reconnect::new(
-        &format!("wss://localhost:{port}/"),
+        format!("wss://localhost:{port}/"),
         ClientConfig::default().with_tls(tls),
     )
     .unwrap()

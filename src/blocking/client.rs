@@ -22,17 +22,20 @@ use super::ws::WebSocket;
 /// connection goes through the `ClientConfig::proxy` named for the host. A `wss://` URL
 /// in a build without feature `rustls` is
 /// [`UrlError::TlsUnavailable`](crate::url::UrlError::TlsUnavailable).
-pub fn connect(url: &str, config: &ClientConfig) -> Result<WebSocket<MaybeTlsStream>, Error> {
+pub fn connect(
+    url: impl AsRef<str>,
+    config: &ClientConfig,
+) -> Result<WebSocket<MaybeTlsStream>, Error> {
     connect_with_response(url, config).map(|(ws, _)| ws)
 }
 
 /// [`connect`], returning the server's `101 Switching Protocols` response too: its
 /// headers and what was agreed ([`Response::is_deflate`], the subprotocol).
 pub fn connect_with_response(
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
 ) -> Result<(WebSocket<MaybeTlsStream>, Response), Error> {
-    let url = WsUrl::parse(url)?;
+    let url = WsUrl::parse(url.as_ref())?;
     if url.secure {
         #[cfg(feature = "rustls")]
         {
@@ -167,11 +170,11 @@ pub fn from_handshake<S: Transport>(
 /// schemes; this is the explicit form, returning the TLS stream itself.
 #[cfg(feature = "rustls")]
 pub fn connect_tls(
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 ) -> Result<WebSocket<super::TlsStream>, Error> {
-    let url = WsUrl::parse(url)?;
+    let url = WsUrl::parse(url.as_ref())?;
     if !url.secure {
         return Err(Error::Url(UrlError::NotSecure));
     }

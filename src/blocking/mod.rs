@@ -58,7 +58,9 @@ mod stream;
 mod tls;
 mod ws;
 
-pub use crate::handshake::{Negotiated, Reject, Response, ResponseHeaders};
+pub use crate::handshake::{
+    ClientError, Negotiated, Reject, Request, Response, ResponseHeaders, ServerError,
+};
 #[cfg(feature = "rustls")]
 pub use client::connect_tls;
 pub use client::{

@@ -30,7 +30,7 @@ use super::ws::WebSocket;
 /// [`UrlError::TlsUnavailable`](crate::url::UrlError::TlsUnavailable), which says what to
 /// enable. [`connect_with_response`] also returns the server's response.
 pub async fn connect(
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
 ) -> Result<WebSocket<MaybeTlsStream<TcpStream>>, Error> {
     connect_with_response(url, config).await.map(|(ws, _)| ws)
@@ -40,10 +40,10 @@ pub async fn connect(
 /// headers (cookies, the server's own fields) and what was agreed (the subprotocol, the
 /// permessage-deflate parameters: [`Response::is_deflate`]).
 pub async fn connect_with_response(
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
 ) -> Result<(WebSocket<MaybeTlsStream<TcpStream>>, Response), Error> {
-    let url = WsUrl::parse(url)?;
+    let url = WsUrl::parse(url.as_ref())?;
     connect_url(&url, config).await
 }
 
@@ -175,7 +175,7 @@ where
 /// both schemes; this is the explicit form, returning the TLS stream itself.
 #[cfg(feature = "tokio-rustls")]
 pub async fn connect_tls(
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
     tls: Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>,
 ) -> Result<WebSocket<super::TlsStream<TcpStream>>, Error> {
@@ -188,11 +188,11 @@ pub async fn connect_tls(
 /// [`connect_with_response`](super::connect_with_response)).
 #[cfg(feature = "tokio-rustls")]
 pub async fn connect_tls_with_response(
-    url: &str,
+    url: impl AsRef<str>,
     config: &ClientConfig,
     tls: Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>,
 ) -> Result<(WebSocket<super::TlsStream<TcpStream>>, Response), Error> {
-    let url = WsUrl::parse(url)?;
+    let url = WsUrl::parse(url.as_ref())?;
     if !url.secure {
         return Err(Error::Url(UrlError::NotSecure));
     }

@@ -163,8 +163,8 @@ impl Reconnect<NoHook> {
     /// A reconnecting client for `url` (`ws://`, or `wss://` with feature
     /// `tokio-rustls`) with `config`; the URL is checked here. Defaults: [`Backoff`]'s,
     /// unlimited attempts, no deadline, no hooks.
-    pub fn new(url: &str, config: ClientConfig) -> Result<Self, Error> {
-        let url = WsUrl::parse(url)?;
+    pub fn new(url: impl AsRef<str>, config: ClientConfig) -> Result<Self, Error> {
+        let url = WsUrl::parse(url.as_ref())?;
         #[cfg(not(feature = "tokio-rustls"))]
         if url.secure {
             return Err(Error::Url(crate::url::UrlError::TlsUnavailable));
