@@ -95,3 +95,61 @@ async fn try_close_sheds_a_peer_that_never_reads_even_with_a_full_queue() {
         .unwrap();
     bounded(server).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reunited_halves_go_on_where_they_left_off() {
+    let addr = echo_server(ServerConfig::default()).await;
+    let ws = connect(format!("ws://{addr}/"), &ClientConfig::default())
+        .await
+        .unwrap();
+    let (mut rd, mut wr) = ws.into_split();
+    assert!(rd.is_pair_of(&wr));
+    wr.send(Message::text("one")).await.unwrap();
+    assert_eq!(
+        bounded(rd.recv()).await.unwrap(),
+        Some(Message::text("one"))
+    );
+    // A message in flight while the halves are put back together arrives on the whole.
+    wr.send(Message::text("two")).await.unwrap();
+    let mut ws = rd.reunite(wr).unwrap();
+    assert_eq!(
+        bounded(ws.recv()).await.unwrap(),
+        Some(Message::text("two"))
+    );
+    ws.get_mut().get_mut().set_nodelay(true).unwrap();
+    ws.send(Message::text("three")).await.unwrap();
+    assert_eq!(
+        bounded(ws.recv()).await.unwrap(),
+        Some(Message::text("three"))
+    );
+    bounded(ws.close(1000, "")).await.unwrap();
+    // The stream itself, once the connection is over.
+    let _tcp = ws.into_inner();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halves_of_different_connections_do_not_reunite() {
+    let addr = echo_server(ServerConfig::default()).await;
+    let url = format!("ws://{addr}/");
+    let (rd_a, wr_a) = connect(&url, &ClientConfig::default())
+        .await
+        .unwrap()
+        .into_split();
+    let (rd_b, wr_b) = connect(&url, &ClientConfig::default())
+        .await
+        .unwrap()
+        .into_split();
+    assert!(!rd_a.is_pair_of(&wr_b));
+    let rapidws::tokio::ReuniteError(rd_a, wr_b) = rd_a.reunite(wr_b).unwrap_err();
+    // Both halves come back whole: each pair still reunites and works.
+    let mut a = rd_a.reunite(wr_a).unwrap();
+    let mut b = rd_b.reunite(wr_b).unwrap();
+    for ws in [&mut a, &mut b] {
+        ws.send(Message::text("still here")).await.unwrap();
+        assert_eq!(
+            bounded(ws.recv()).await.unwrap(),
+            Some(Message::text("still here"))
+        );
+        bounded(ws.close(1000, "")).await.unwrap();
+    }
+}

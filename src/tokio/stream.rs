@@ -37,6 +37,16 @@ impl<S> MaybeTlsStream<S> {
         }
     }
 
+    /// The transport under TLS, or the plain stream, mutably: for its socket options.
+    /// Reading from it or writing to it directly would cut into the connection's bytes.
+    pub fn get_mut(&mut self) -> &mut S {
+        match self {
+            MaybeTlsStream::Plain(s) => s,
+            #[cfg(feature = "tokio-rustls")]
+            MaybeTlsStream::Rustls(s) => s.get_mut().0,
+        }
+    }
+
     /// The TLS session (negotiated ALPN protocol, the peer's certificates, ...), for a
     /// `wss://` connection.
     #[cfg(feature = "tokio-rustls")]
