@@ -713,6 +713,42 @@ fn a_fragmented_message_must_complete_within_the_message_timeout() {
 }
 
 #[test]
+fn a_first_frame_that_arrives_in_pieces_starts_the_message_timer() {
+    let cfg = Config::default()
+        .with_keepalive(None, Duration::from_secs(30))
+        .with_idle_timeout(None)
+        .with_message_timeout(Some(Duration::from_secs(30)));
+    for delivery in [Delivery::Whole, Delivery::Chunks] {
+        let mut server_cfg = cfg.clone();
+        server_cfg.delivery = delivery;
+        let mut p = Pair::with(Config::default(), server_cfg);
+        let t0 = p.now;
+        p.client.begin_message(MessageKind::Binary).unwrap();
+        p.client.send_chunk(&[7; 5000]).unwrap();
+        let mut wire = Vec::new();
+        p.client.write_pending(&mut wire);
+        // The first frame arrives in three reads; it ends in the last.
+        for (i, piece) in wire.chunks(2000).enumerate() {
+            p.server
+                .handle_bytes(t0 + Duration::from_secs(i as u64), piece);
+            drain(&mut p.server);
+        }
+        p.server.release_idle_memory();
+        assert_eq!(
+            p.server.poll_timeout(),
+            Some(t0 + Duration::from_secs(32)),
+            "{delivery:?}: the deadline counts from the end of the first frame"
+        );
+        p.server.handle_timeout(t0 + Duration::from_secs(32));
+        assert_eq!(
+            drain(&mut p.server),
+            vec![Err(Error::Timeout(Timeout::Message))],
+            "{delivery:?}"
+        );
+    }
+}
+
+#[test]
 fn the_default_keepalive_comes_first_and_no_timer_runs_when_all_are_off() {
     let t0 = Instant::now();
     let conn = Connection::new(Role::Client, Config::default(), t0);

@@ -394,11 +394,13 @@ impl Connection {
                 if chunk.frame_end {
                     self.note_frame();
                     // A fragmented message is open from the end of its first frame
-                    // to its last (the message timer).
-                    self.timers.message_since = match (chunk.message_end, chunk.first) {
-                        (true, _) => None,
-                        (false, true) => Some(self.now),
-                        (false, false) => self.timers.message_since,
+                    // to its last (the message timer). The first frame may end in a
+                    // chunk of its own (it arrived in several reads), so the timer
+                    // starts at the first frame end of a message, whichever chunk that
+                    // is.
+                    self.timers.message_since = match chunk.message_end {
+                        true => None,
+                        false => self.timers.message_since.or(Some(self.now)),
                     };
                 }
                 // Data the peer sent after our close was queued, before its own close,
