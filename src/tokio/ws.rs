@@ -211,7 +211,7 @@ mod split;
 use fragments::copy_fragments;
 pub use fragments::{IncomingMessage, MessageWriter};
 pub use split::{HalfMessageWriter, ReadHalf, ReuniteError, WriteHalf};
-use split::{Inner, Lent, Shared, WakerPair};
+use split::{Inner, Lent, Shared, Task, WakerPair};
 
 /// A WebSocket connection over `S`, after the opening handshake, in either role.
 ///
@@ -367,34 +367,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &self.engine.conn
     }
 
-    /// Runs a receiving poll `f` on the engine and the socket: with `cx` itself, or once
-    /// a sending task may poll too ([`TwoTasks`]), with the waker of both.
+    /// Runs the poll `f` of the receiving or the sending `task` on the engine and the
+    /// socket: with `cx` itself, or once a second task may poll ([`TwoTasks`]), with the
+    /// waker of both.
     #[inline(always)]
-    fn as_reader<T>(
+    fn poll_as<T>(
         &mut self,
+        task: Task,
         cx: &mut Context<'_>,
         f: impl FnOnce(&mut Engine, &mut S, &mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
         let (engine, io) = (&mut self.engine, &mut self.io);
         match &self.tasks {
             None => f(engine, io, cx),
-            Some(t) => t.wakers.poll(true, cx, &t.combined, |cx| f(engine, io, cx)),
-        }
-    }
-
-    /// [`as_reader`](Self::as_reader) for a sending poll.
-    #[inline(always)]
-    fn as_writer<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        f: impl FnOnce(&mut Engine, &mut S, &mut Context<'_>) -> Poll<T>,
-    ) -> Poll<T> {
-        let (engine, io) = (&mut self.engine, &mut self.io);
-        match &self.tasks {
-            None => f(engine, io, cx),
-            Some(t) => t
-                .wakers
-                .poll(false, cx, &t.combined, |cx| f(engine, io, cx)),
+            Some(t) => t.wakers.poll(task, cx, &t.combined, |cx| f(engine, io, cx)),
         }
     }
 
@@ -411,14 +397,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        self.as_reader(cx, |engine, io, cx| {
+        self.poll_as(Task::Receiving, cx, |engine, io, cx| {
             engine.poll_recv_as(cx, io, false, Connection::raw_owned)
         })
     }
 
     /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        self.as_reader(cx, |engine, io, cx| engine.poll_recv_message(cx, io))
+        self.poll_as(Task::Receiving, cx, |engine, io, cx| {
+            engine.poll_recv_message(cx, io)
+        })
     }
 
     /// The next whole message as positions, for the borrowing receives. A call of its own:
@@ -432,7 +420,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         first: Option<Polled>,
     ) -> Poll<Result<Option<Raw>, Error>> {
-        self.as_reader(cx, |engine, io, cx| match first {
+        self.poll_as(Task::Receiving, cx, |engine, io, cx| match first {
             Some(first) => engine.poll_recv_from(first, cx, io, true),
             None => engine.poll_recv_raw(cx, io, true),
         })
@@ -546,12 +534,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     fn with_room(&mut self, cx: &mut Context<'_>, extra: usize) -> Poll<Result<(), Error>> {
-        self.as_writer(cx, |engine, io, cx| engine.poll_room(cx, io, extra))
+        self.poll_as(Task::Sending, cx, |engine, io, cx| {
+            engine.poll_room(cx, io, extra)
+        })
     }
 
     /// Polls the queue empty and flushes the stream.
     pub fn poll_flush_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.as_writer(cx, |engine, io, cx| engine.poll_flush(cx, io))
+        self.poll_as(Task::Sending, cx, |engine, io, cx| {
+            engine.poll_flush(cx, io)
+        })
     }
 
     /// [`poll_flush_queue`](Self::poll_flush_queue) for the `AsyncWrite` views of a
@@ -612,7 +604,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        self.as_writer(cx, |engine, io, cx| f(engine, io, cx))
+        self.poll_as(Task::Sending, cx, |engine, io, cx| f(engine, io, cx))
     }
 
     /// Nothing to do when a close has been queued: this connection's own receive arms the

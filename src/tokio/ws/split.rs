@@ -17,6 +17,13 @@ use super::*;
 /// registration is made with the pair's own waker, which wakes whichever of the two waits
 /// now. A task's waker is kept while its poll is pending, and forgotten once it is
 /// ready, so a task busy elsewhere is not woken for nothing.
+/// Which of the two tasks of a [`WakerPair`] polls.
+#[derive(Clone, Copy)]
+pub(super) enum Task {
+    Receiving,
+    Sending,
+}
+
 #[derive(Default)]
 pub(super) struct WakerPair {
     reader: Mutex<Option<Waker>>,
@@ -39,17 +46,19 @@ impl WakerPair {
         }
     }
 
-    /// Runs the poll `f` of the receiving task (`reader`) or the sending one with `cx`'s
-    /// waker kept while the poll is pending, and `combined` (a waker of this pair) as the
-    /// context every registration is made with.
+    /// Runs the poll `f` of `task` with `cx`'s waker kept while the poll is pending, and
+    /// `combined` (a waker of this pair) as the context every registration is made with.
     pub(super) fn poll<T>(
         &self,
-        reader: bool,
+        task: Task,
         cx: &Context<'_>,
         combined: &Waker,
         f: impl FnOnce(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        let slot = if reader { &self.reader } else { &self.writer };
+        let slot = match task {
+            Task::Receiving => &self.reader,
+            Task::Sending => &self.writer,
+        };
         Self::set(slot, cx.waker());
         let r = f(&mut Context::from_waker(combined));
         if r.is_ready() {
@@ -194,7 +203,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         let engine = &mut inner.engine;
         shared
             .wakers
-            .poll(true, cx, &shared.combined, |cx| f(engine, cx, &mut io))
+            .poll(Task::Receiving, cx, &shared.combined, |cx| {
+                f(engine, cx, &mut io)
+            })
     }
 
     /// Polls for the next message.
@@ -330,17 +341,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
         let mut inner = self.shared.lock();
         let inner = &mut *inner;
         let shared = &*self.shared;
-        shared.wakers.poll(false, cx, &shared.combined, |wcx| {
-            if inner.reader {
-                return f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), wcx);
-            }
-            let mut io = PairIo {
-                rd: &mut inner.rd,
-                wr: &mut inner.wr,
-            };
-            discard_received(&mut inner.engine, wcx, &mut io);
-            f(&mut inner.engine, &mut io, wcx)
-        })
+        shared
+            .wakers
+            .poll(Task::Sending, cx, &shared.combined, |wcx| {
+                if inner.reader {
+                    return f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), wcx);
+                }
+                let mut io = PairIo {
+                    rd: &mut inner.rd,
+                    wr: &mut inner.wr,
+                };
+                discard_received(&mut inner.engine, wcx, &mut io);
+                f(&mut inner.engine, &mut io, wcx)
+            })
     }
 
     fn queue(&self, msg: Message, compression: Compression) -> Result<(), Error> {
