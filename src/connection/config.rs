@@ -80,6 +80,15 @@ settings! {
         /// connection closes with 1008 ("message not completed in time"): a peer cannot keep
         /// a message, and the memory it holds, open forever. Default 30 s.
         pub message_timeout: Option<Duration> = Some(Duration::from_secs(30)),
+        /// How long output may wait for the socket without any of it being written: past
+        /// it the peer is taken to have stopped reading, the connection closes with 1008
+        /// ("send timed out") and a send that was waiting fails with
+        /// [`Timeout::Send`](super::Timeout::Send). It bounds every send (a waiting one, and
+        /// what `feed` or `try_send` queued, which a receive writes) without a timer of the
+        /// application's own. A peer that reads slowly but steadily is not affected: every
+        /// write that makes progress starts the wait again. Default 30 s; `None` waits as
+        /// long as the other timers allow.
+        pub send_timeout: Option<Duration> = Some(Duration::from_secs(30)),
         /// After a failure (our close frame sent with its code), how long to go on reading and
         /// discarding what the peer still sends before the transport is closed, so that the
         /// peer reads our close code rather than a reset. Ends early at the peer's FIN.
@@ -157,6 +166,8 @@ setters! { Config {
     with_idle_timeout(t: Option<Duration>) => idle_timeout;
     /// Sets [`Config::message_timeout`].
     with_message_timeout(t: Option<Duration>) => message_timeout;
+    /// Sets [`Config::send_timeout`].
+    with_send_timeout(t: Option<Duration>) => send_timeout;
     /// Sets [`Config::budget`]: the memory budget shared with other connections (`None`:
     /// none, only the per-connection limits).
     with_budget(budget: Option<Budget>) => budget;

@@ -202,6 +202,7 @@ impl Connection {
         self.transport_lost = true;
         self.out = super::OutQueue::default();
         self.sending = None;
+        self.timers.write_blocked = None;
         if matches!(self.phase, Phase::Teardown(_) | Phase::Done) {
             self.phase = Phase::Done;
             self.clear_input();

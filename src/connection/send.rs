@@ -35,13 +35,16 @@ impl Connection {
     #[inline]
     pub fn advance_output(&mut self, n: usize) {
         self.out.advance(n);
+        self.note_written(n);
     }
 
     /// The next frame to write, taken out of the queue (for writing frame by frame;
     /// [`io_slices`](Self::io_slices) writes many at once). Pings and pongs may pass
     /// queued data frames; everything else keeps its order.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.out.pop()
+        let t = self.out.pop();
+        self.note_written(t.as_ref().map_or(0, |t| t.len()));
+        t
     }
 
     /// True when there is output to write.

@@ -8,6 +8,7 @@
 //! | pong | a keepalive ping is out | the ping | `pong_timeout` | fail, `Timeout::Pong`, close 1001 |
 //! | idle | open | the last progress: a complete frame, or 64 KiB of one | `idle_timeout` | fail, `Timeout::Idle`, close 1001 |
 //! | message | a fragmented message is arriving | its first frame | `message_timeout` | fail, `Timeout::Message`, close 1008 |
+//! | send | output waits for the socket | the write that found it full, or the last write that made progress | `send_timeout` | fail, `Timeout::Send`, close 1008 |
 //! | close | our close is out | the `close` call | `close_timeout` | fail, `Timeout::Close` |
 //! | teardown | the teardown | its start | `close_timeout` (clean) / `linger_timeout` (failed) | done |
 //! | memory | buffers are held | the last bytes received | 250 ms | the empty buffers are given back |
@@ -22,6 +23,11 @@
 //! keepalive interval plus a pong timeout after it went quiet, whatever the application
 //! is waiting in. The idle timer counts progress only, so a peer trickling a byte now and
 //! then cannot hold a connection forever.
+//!
+//! The send timer needs to know when a write found the socket full, which only the IO
+//! layer sees: it says so with [`Connection::write_would_block`]. Any write that makes
+//! progress restarts the wait, so a peer that reads slowly but steadily is never taken for
+//! one that stopped reading.
 
 use std::time::{Duration, Instant};
 
@@ -49,6 +55,10 @@ pub(super) struct Timers {
     pub(super) ping_sent_at: Option<Instant>,
     /// A fragmented message has been arriving since then.
     pub(super) message_since: Option<Instant>,
+    /// Output has waited for the socket since then (a write found it full).
+    pub(super) write_blocked: Option<Instant>,
+    /// Some output was written since `write_blocked` was last set.
+    pub(super) write_progress: bool,
 }
 
 impl Timers {
@@ -59,6 +69,8 @@ impl Timers {
             since_progress: 0,
             ping_sent_at: None,
             message_since: None,
+            write_blocked: None,
+            write_progress: false,
         }
     }
 }
@@ -89,6 +101,7 @@ impl Connection {
         }
         add(c.idle_timeout.map(|d| t.last_progress + d));
         add(t.message_since.zip(c.message_timeout).map(|(at, d)| at + d));
+        add(t.write_blocked.zip(c.send_timeout).map(|(at, d)| at + d));
         if self.holds_idle_memory() {
             add(Some(t.last_rx + IDLE_RELEASE));
         }
@@ -114,6 +127,7 @@ impl Connection {
             | u8::from(self.timers.ping_sent_at.is_some()) << 3
             | u8::from(self.timers.message_since.is_some()) << 4
             | u8::from(self.holds_idle_memory()) << 5
+            | u8::from(self.timers.write_blocked.is_some()) << 6
     }
 
     /// Runs the timers due at `now`: a keepalive ping is queued, a timeout fails the
@@ -144,6 +158,15 @@ impl Connection {
         if due(t.message_since.zip(c.message_timeout).map(|(at, d)| at + d)) {
             return self.fail(Error::Timeout(Timeout::Message));
         }
+        if due(t.write_blocked.zip(c.send_timeout).map(|(at, d)| at + d)) {
+            if !t.write_progress {
+                return self.fail(Error::Timeout(Timeout::Send));
+            }
+            // Some of it went out meanwhile: the wait starts again from now.
+            self.timers.write_blocked = Some(now);
+            self.timers.write_progress = false;
+        }
+        let t = &self.timers;
         match t.ping_sent_at {
             Some(at) => {
                 if due(c.pong_timeout.map(|d| at + d)) {
@@ -171,6 +194,32 @@ impl Connection {
         if t.since_progress >= PROGRESS_BYTES {
             t.last_progress = now;
             t.since_progress = 0;
+        }
+    }
+
+    /// Notes that a write found the socket full at `now` (the write started then): what is
+    /// queued now waits for the peer, and the send timer
+    /// ([`Config::send_timeout`](super::Config::send_timeout)) runs until a write makes
+    /// progress. IO layers call it whenever a write would block.
+    #[inline]
+    pub fn write_would_block(&mut self, now: Instant) {
+        let t = &mut self.timers;
+        if t.write_blocked.is_none() || t.write_progress {
+            t.write_blocked = Some(now);
+            t.write_progress = false;
+        }
+    }
+
+    /// `n` bytes of output were written: progress for the send timer, which stops once
+    /// nothing waits.
+    #[inline]
+    pub(super) fn note_written(&mut self, n: usize) {
+        if self.timers.write_blocked.is_some() && n > 0 {
+            if self.out.is_empty() {
+                self.timers.write_blocked = None;
+            } else {
+                self.timers.write_progress = true;
+            }
         }
     }
 

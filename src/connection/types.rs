@@ -119,6 +119,9 @@ pub enum Timeout {
     /// A fragmented message did not complete within [`Config::message_timeout`] of its
     /// first frame.
     Message,
+    /// Output waited for the socket, none of it written, for [`Config::send_timeout`]: the
+    /// peer stopped reading.
+    Send,
 }
 
 impl fmt::Display for Timeout {
@@ -130,6 +133,7 @@ impl fmt::Display for Timeout {
             Timeout::Idle => "connection idle for too long",
             Timeout::Close => "peer did not answer the close frame in time",
             Timeout::Message => "fragmented message not completed in time",
+            Timeout::Send => "the peer took nothing we sent in time",
         })
     }
 }
@@ -176,7 +180,7 @@ impl Error {
             #[cfg(feature = "deflate")]
             Error::Deflate(e) => Some(CloseCode(e.close_code())),
             Error::Timeout(Timeout::Idle | Timeout::Pong) => Some(CloseCode::GOING_AWAY),
-            Error::Timeout(Timeout::Message) => Some(CloseCode::POLICY),
+            Error::Timeout(Timeout::Message | Timeout::Send) => Some(CloseCode::POLICY),
             // IANA registry: 1013, "Try Again Later": the server is overloaded.
             Error::OverBudget => Some(CloseCode::TRY_AGAIN_LATER),
             Error::Abandoned => Some(CloseCode::INTERNAL),
@@ -191,6 +195,7 @@ impl Error {
             Error::Timeout(Timeout::Idle) => "idle timeout",
             Error::Timeout(Timeout::Pong) => "no pong to the keepalive ping",
             Error::Timeout(Timeout::Message) => "message not completed in time",
+            Error::Timeout(Timeout::Send) => "send timed out",
             Error::OverBudget => "over the memory budget, try again later",
             Error::Abandoned => "message abandoned by the sender",
             Error::Protocol(e) if e.close_code() == CloseCode::TOO_BIG => "message too big",
