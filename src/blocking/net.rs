@@ -10,9 +10,10 @@ use crate::error::Error;
 
 /// What the blocking layer needs of a stream besides `Read + Write`: shutting its write
 /// half down (RFC 6455 7.1.1's teardown: a TCP FIN, with TLS a close_notify first), and
-/// its read timeout, which the layer shortens while a deadline of the connection comes
-/// sooner (the keepalive, the close handshake, the teardown), so that these run within a
-/// blocking `read` as they do in the tokio layer.
+/// its read and write timeouts, which the layer shortens while a deadline of the
+/// connection comes sooner (the keepalive, the close handshake, the teardown; for a write
+/// the send timeout), so that these run within a blocking `read` or `send` as they do in
+/// the tokio layer.
 ///
 /// Implemented for `TcpStream`, `UnixStream`, rustls's `StreamOwned` over a transport
 /// (feature `rustls`), and mutable references and boxes of them. For another stream,
@@ -32,6 +33,16 @@ pub trait Transport: Read + Write {
         let _ = timeout;
         Err(io::ErrorKind::Unsupported.into())
     }
+    /// The current write timeout. Default: `None`.
+    fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(None)
+    }
+    /// Sets the write timeout. Default: unsupported (an error, and the layer leaves it: a
+    /// write to a peer that stopped reading then blocks until the transport gives up).
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let _ = timeout;
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 impl Transport for TcpStream {
@@ -43,6 +54,12 @@ impl Transport for TcpStream {
     }
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         TcpStream::set_read_timeout(self, timeout)
+    }
+    fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        TcpStream::write_timeout(self)
+    }
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_write_timeout(self, timeout)
     }
 }
 
@@ -56,6 +73,12 @@ impl Transport for std::os::unix::net::UnixStream {
     }
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         std::os::unix::net::UnixStream::set_read_timeout(self, timeout)
+    }
+    fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        std::os::unix::net::UnixStream::write_timeout(self)
+    }
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        std::os::unix::net::UnixStream::set_write_timeout(self, timeout)
     }
 }
 
@@ -78,6 +101,12 @@ where
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.sock.set_read_timeout(timeout)
     }
+    fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        self.sock.write_timeout()
+    }
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.set_write_timeout(timeout)
+    }
 }
 
 /// A transport through a pointer to one: each call goes to the transport pointed to.
@@ -92,6 +121,12 @@ macro_rules! transport_through {
             }
             fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
                 (**self).set_read_timeout(timeout)
+            }
+            fn write_timeout(&self) -> io::Result<Option<Duration>> {
+                (**self).write_timeout()
+            }
+            fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+                (**self).set_write_timeout(timeout)
             }
         }
     )*};

@@ -110,4 +110,12 @@ impl Transport for MaybeTlsStream {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.get_ref().set_read_timeout(timeout)
     }
+
+    fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        self.get_ref().write_timeout()
+    }
+
+    fn set_write_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.get_ref().set_write_timeout(timeout)
+    }
 }

@@ -57,6 +57,11 @@ pub struct WebSocket<S> {
     /// The read timeout the stream had before we shortened it to a deadline of the
     /// connection, when we did (`None` inside: it had none).
     user_read_timeout: Option<Option<Duration>>,
+    /// The write timeout the stream had before we shortened it to the send timeout, when
+    /// we did (see [`arm_send_timeout`](Self::arm_send_timeout)).
+    user_write_timeout: Option<Option<Duration>>,
+    /// The send timeout was looked at (and the write timeout shortened, if need be).
+    send_timeout_armed: bool,
 }
 
 impl<S> fmt::Debug for WebSocket<S> {
@@ -121,6 +126,8 @@ impl<S: Transport> WebSocket<S> {
             io_error: None,
             ended: false,
             user_read_timeout: None,
+            user_write_timeout: None,
+            send_timeout_armed: false,
         }
     }
 
@@ -167,31 +174,94 @@ impl<S: Transport> WebSocket<S> {
         &self.conn
     }
 
-    /// The stream back (after a close, to shut it down).
-    pub fn into_inner(self) -> S {
+    /// The stream back (after a close, to shut it down), with its own timeouts.
+    pub fn into_inner(mut self) -> S {
+        self.restore_read_timeout();
+        self.restore_write_timeout();
         self.stream
     }
 
     /// Writes all pending output and flushes the stream. After a write timeout the
     /// unwritten rest is kept and written by the next call.
     pub fn flush(&mut self) -> Result<(), Error> {
-        self.write_out().map_err(Error::Io)
+        self.write_out().map_err(|e| self.write_error(e))
+    }
+
+    /// What a failed write reports: the failure that closed the connection meanwhile (a
+    /// send timeout), else the write's own error.
+    fn write_error(&self, e: io::Error) -> Error {
+        match self.conn.failure() {
+            Some(f) if self.conn.is_closed() => Error::from(f.clone()),
+            _ => Error::Io(e),
+        }
     }
 
     /// Writes all pending output from the connection's queue, many frames per vectored
     /// write, and flushes the stream. After a write timeout what is left stays queued.
+    ///
+    /// A write that takes nothing for the send timeout
+    /// ([`Config::send_timeout`](crate::Config::send_timeout)) fails the connection: the
+    /// socket's write timeout is shortened to it (see
+    /// [`arm_send_timeout`](Self::arm_send_timeout)), and when a write runs out of it the
+    /// connection's timers decide.
     fn write_out(&mut self) -> io::Result<()> {
+        if !self.send_timeout_armed {
+            self.arm_send_timeout();
+        }
         while self.conn.has_pending_output() {
             let mut slices = [IoSlice::new(&[]); Connection::WRITE_SLICES];
             let count = self.conn.io_slices(&mut slices);
+            let start = Instant::now();
             match self.stream.write_vectored(&slices[..count]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.conn.advance_output(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_would_block(&e) => {
+                    self.conn.write_would_block(start);
+                    self.run_timers();
+                    if self.conn.is_closed() {
+                        // The send timer (or another) failed the connection: its error
+                        // is the one to tell (not a timeout the caller may retry).
+                        return Err(io::Error::other("the connection closed while writing"));
+                    }
+                    if self.user_write_timeout.is_none() {
+                        // The stream's own timeout: the caller hears of it, and the next
+                        // call writes the rest.
+                        return Err(e);
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
         self.stream.flush()
+    }
+
+    /// Shortens the stream's write timeout to the send timeout, once: a write to a peer
+    /// that stopped reading then returns when the send timeout has passed without
+    /// progress (a write that takes some bytes returns at once), and the connection's
+    /// timers fail it. A stream whose own timeout is shorter keeps it.
+    fn arm_send_timeout(&mut self) {
+        self.send_timeout_armed = true;
+        let Some(send) = self.conn.config().send_timeout else {
+            return;
+        };
+        let Ok(own) = self.stream.write_timeout() else {
+            return;
+        };
+        if own.is_some_and(|own| own <= send) {
+            return;
+        }
+        if self.stream.set_write_timeout(Some(send)).is_ok() {
+            self.user_write_timeout = Some(own);
+        }
+    }
+
+    /// Puts the stream's own write timeout back after
+    /// [`arm_send_timeout`](Self::arm_send_timeout) shortened it.
+    fn restore_write_timeout(&mut self) {
+        if let Some(own) = self.user_write_timeout.take() {
+            let _ = self.stream.set_write_timeout(own);
+        }
     }
 
     /// Queues `msg` and writes it out. `Message::Close` starts the close handshake (then
@@ -358,6 +428,7 @@ impl<S: Transport> WebSocket<S> {
         if !self.ended {
             self.ended = true;
             self.restore_read_timeout();
+            self.restore_write_timeout();
             *self.conn.recv_buffer() = BytesMut::new();
         }
         let failure = self.conn.take_failure().map(Error::from);

@@ -154,9 +154,23 @@ impl Engine {
     }
 
     /// Writes the connection's output queue out, many frames per vectored write;
-    /// `Ready(Ok)` when it is empty.
+    /// `Ready(Ok)` when it is empty. A write that finds the socket full starts the
+    /// connection's send timer ([`Connection::write_would_block`]).
     #[inline]
     pub(crate) fn poll_drain(
+        &mut self,
+        cx: &mut Context<'_>,
+        wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
+    ) -> Poll<io::Result<()>> {
+        let r = self.poll_write_queue(cx, wr);
+        if r.is_pending() {
+            self.conn.write_would_block(now());
+        }
+        r
+    }
+
+    #[inline(always)]
+    fn poll_write_queue(
         &mut self,
         cx: &mut Context<'_>,
         mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>,
