@@ -112,8 +112,14 @@ async fn slow_consumers(policy: SlowConsumer) {
     // behind (the readers share the test's two cores with the server), far below the
     // 360 KB each stuck subscriber is sent: only the stuck ones reach it.
     const HIGH_WATER: usize = 128 << 10;
-    let server =
-        server_config().with_connection(Config::default().with_send_queue_high_water(HIGH_WATER));
+    // Without the send timeout (30 s): the Drop policy keeps a stuck subscriber, and on a
+    // loaded machine the run may last long enough for the send timeout to close the
+    // stuck ones, which is tested in tests/send_timeout.rs.
+    let server = server_config().with_connection(
+        Config::default()
+            .with_send_queue_high_water(HIGH_WATER)
+            .with_send_timeout(None),
+    );
     let config = HubConfig::default().with_slow_consumer(policy.clone());
     let node = Node::start_with(move || Hub::builder().config(config), server, Some(8 << 10));
     let done = Arc::new(AtomicUsize::new(0));
