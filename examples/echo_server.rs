@@ -2,25 +2,16 @@
 //! accepted unless `--no-deflate` is given.
 //!
 //! It runs at the library's defaults (16 MiB messages, the process-wide memory budget,
-//! keepalive, idle and message timeouts: SECURITY.md lists them) and follows its advice
-//! for peers that do not read: an echo waits at most [`SEND_TIMEOUT`] for the peer to
-//! take it, then the connection is dropped.
+//! keepalive, idle, message and send timeouts: SECURITY.md lists them). A peer that stops
+//! reading fails the echo at the send timeout (30 s) and the connection closes with 1008.
 //!
 //! ```text
 //! cargo run --release --example echo_server [-- --port 9001] [--no-deflate]
 //! ```
 
-use std::time::Duration;
-
 use rapidws::deflate::DeflateConfig;
-use rapidws::tokio::{ServerConfig, WebSocket, serve};
+use rapidws::tokio::{Error, ServerConfig, Timeout, WebSocket, serve};
 use tokio::net::{TcpListener, TcpStream};
-
-/// How long one echo may wait for a peer that does not read. Without it the wait would
-/// still end (the keepalive runs while a send waits: a peer that neither reads nor
-/// answers is dropped after `keepalive_interval` + `pong_timeout`, 60 s by default), but
-/// an echo server has no reason to hold a message that long.
-const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
@@ -38,19 +29,17 @@ async fn main() -> std::io::Result<()> {
 async fn echo(mut ws: WebSocket<TcpStream>) {
     loop {
         match ws.recv().await {
-            Ok(Some(msg)) if msg.is_data() => {
-                match tokio::time::timeout(SEND_TIMEOUT, ws.send(msg)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        eprintln!("send failed: {e}");
-                        return;
-                    }
-                    Err(_) => {
-                        eprintln!("the peer took no echo for {SEND_TIMEOUT:?}: dropped");
-                        return;
-                    }
+            Ok(Some(msg)) if msg.is_data() => match ws.send(msg).await {
+                Ok(()) => {}
+                Err(Error::Timeout(Timeout::Send)) => {
+                    eprintln!("the peer stopped reading: dropped");
+                    return;
                 }
-            }
+                Err(e) => {
+                    eprintln!("send failed: {e}");
+                    return;
+                }
+            },
             // Pings are answered and closes echoed by the library.
             Ok(Some(_)) => {}
             Ok(None) => return,
