@@ -20,9 +20,9 @@ use crate::message::{CloseFrame, Compression, Message, MessageRef, Utf8Bytes};
 use super::engine::{Engine, Io, PairIo, Polled, Put, WriteOnly};
 
 /// `recv` and the [`Stream`] impl of [`WebSocket`] and [`ReadHalf`], written once over each
-/// type's `poll_recv`.
+/// type's `poll_recv` (and `$next`, the `Stream`'s poll).
 macro_rules! receiving {
-    ($ty:ident) => {
+    ($ty:ident, $next:ident) => {
         impl<S: AsyncRead + AsyncWrite + Unpin> $ty<S> {
             /// Receives the next message: text, binary, a ping or pong (already answered),
             /// or the peer's close (already echoed). `Ok(None)` once the connection has
@@ -50,7 +50,7 @@ macro_rules! receiving {
             type Item = Result<Message, Error>;
 
             fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-                self.get_mut().poll_recv(cx).map(Result::transpose)
+                self.get_mut().$next(cx).map(Result::transpose)
             }
         }
     };
@@ -268,8 +268,10 @@ pub struct WebSocket<S> {
     subprotocol: Option<String>,
     /// Made when the socket is first polled as a [`Sink`]: from then on a receiving task
     /// and a sending task may poll it in turn (`futures`' `StreamExt::split` puts it
-    /// behind a lock shared by the two), and every wait registers a waker that wakes
-    /// both (see [`WakerPair`]).
+    /// behind a lock shared by the two), and every wait of its `Stream` and `Sink` polls
+    /// registers a waker that wakes both (see [`WakerPair`]). The inherent methods need
+    /// `&mut self` across their awaits, so one task at a time polls them: they keep
+    /// their own waker, at no cost.
     tasks: Option<Box<TwoTasks>>,
 }
 
@@ -377,11 +379,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         f: impl FnOnce(&mut Engine, &mut S, &mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        let (engine, io) = (&mut self.engine, &mut self.io);
-        match &self.tasks {
-            None => f(engine, io, cx),
-            Some(t) => t.wakers.poll(task, cx, &t.combined, |cx| f(engine, io, cx)),
+        // One call of `f`, so that it is inlined here (the usual case, one task, pays one
+        // test).
+        let waker = match &self.tasks {
+            None => cx.waker(),
+            Some(t) => {
+                t.wakers.enter(task, cx.waker());
+                &t.combined
+            }
+        };
+        let r = f(
+            &mut self.engine,
+            &mut self.io,
+            &mut Context::from_waker(waker),
+        );
+        if r.is_ready()
+            && let Some(t) = &self.tasks
+        {
+            t.wakers.leave(task);
         }
+        r
     }
 
     /// The socket is polled as a [`Sink`]: a second task may poll it from now on.
@@ -397,13 +414,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        self.poll_as(Task::Receiving, cx, |engine, io, cx| {
-            engine.poll_recv_as(cx, io, false, Connection::raw_owned)
-        })
+        self.engine
+            .poll_recv_as(cx, &mut self.io, false, Connection::raw_owned)
     }
 
-    /// Polls for the next message (the [`Stream`] impl and [`recv`](Self::recv) use this).
+    /// Polls for the next message ([`recv`](Self::recv) uses this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        self.engine.poll_recv_message(cx, &mut self.io)
+    }
+
+    /// The [`Stream`] impl's poll: [`poll_recv`](Self::poll_recv) as the receiving one of
+    /// two tasks once the socket is a [`Sink`] too.
+    fn poll_next_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
         self.poll_as(Task::Receiving, cx, |engine, io, cx| {
             engine.poll_recv_message(cx, io)
         })
@@ -420,10 +442,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         first: Option<Polled>,
     ) -> Poll<Result<Option<Raw>, Error>> {
-        self.poll_as(Task::Receiving, cx, |engine, io, cx| match first {
-            Some(first) => engine.poll_recv_from(first, cx, io, true),
-            None => engine.poll_recv_raw(cx, io, true),
-        })
+        match first {
+            Some(first) => self.engine.poll_recv_from(first, cx, &mut self.io, true),
+            None => self.engine.poll_recv_raw(cx, &mut self.io, true),
+        }
     }
 
     /// Polls for the next message, borrowed; see [`recv_ref`](Self::recv_ref).
@@ -534,16 +556,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     fn with_room(&mut self, cx: &mut Context<'_>, extra: usize) -> Poll<Result<(), Error>> {
-        self.poll_as(Task::Sending, cx, |engine, io, cx| {
-            engine.poll_room(cx, io, extra)
-        })
+        self.engine.poll_room(cx, &mut self.io, extra)
     }
 
     /// Polls the queue empty and flushes the stream.
     pub fn poll_flush_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.poll_as(Task::Sending, cx, |engine, io, cx| {
-            engine.poll_flush(cx, io)
-        })
+        self.engine.poll_flush(cx, &mut self.io)
     }
 
     /// [`poll_flush_queue`](Self::poll_flush_queue) for the `AsyncWrite` views of a
@@ -604,7 +622,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        self.poll_as(Task::Sending, cx, |engine, io, cx| f(engine, io, cx))
+        f(&mut self.engine, &mut self.io, cx)
     }
 
     /// Nothing to do when a close has been queued: this connection's own receive arms the
@@ -715,13 +733,17 @@ where
     WebSocket::from_connection(io, conn, leftover, negotiated.subprotocol)
 }
 
-receiving!(WebSocket);
+receiving!(WebSocket, poll_next_message);
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     type Error = Error;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.get_mut().sink().with_room(cx, 0)
+        self.get_mut()
+            .sink()
+            .poll_as(Task::Sending, cx, |engine, io, cx| {
+                engine.poll_room(cx, io, 0)
+            })
     }
 
     fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
@@ -729,7 +751,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.get_mut().sink().poll_flush_queue(cx)
+        self.get_mut()
+            .sink()
+            .poll_as(Task::Sending, cx, |engine, io, cx| {
+                engine.poll_flush(cx, io)
+            })
     }
 
     /// Sends a normal close (1000) unless one was sent, and flushes. Keep receiving to
@@ -743,7 +769,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
             Ok(()) | Err(Error::Closed) => {}
             Err(e) => return Poll::Ready(Err(e)),
         }
-        this.poll_flush_queue(cx)
+        this.poll_as(Task::Sending, cx, |engine, io, cx| {
+            engine.poll_flush(cx, io)
+        })
     }
 }
 

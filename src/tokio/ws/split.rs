@@ -55,16 +55,33 @@ impl WakerPair {
         combined: &Waker,
         f: impl FnOnce(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        let slot = match task {
-            Task::Receiving => &self.reader,
-            Task::Sending => &self.writer,
-        };
-        Self::set(slot, cx.waker());
+        self.enter(task, cx.waker());
         let r = f(&mut Context::from_waker(combined));
         if r.is_ready() {
-            slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            self.leave(task);
         }
         r
+    }
+
+    /// `task` polls with `waker`: it is woken by the pair's waker until it
+    /// [leaves](Self::leave).
+    pub(super) fn enter(&self, task: Task, waker: &Waker) {
+        Self::set(self.slot(task), waker);
+    }
+
+    /// `task`'s poll is ready: it waits no more, and is not woken for the other's sake.
+    pub(super) fn leave(&self, task: Task) {
+        self.slot(task)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    fn slot(&self, task: Task) -> &Mutex<Option<Waker>> {
+        match task {
+            Task::Receiving => &self.reader,
+            Task::Sending => &self.writer,
+        }
     }
 }
 
@@ -309,7 +326,7 @@ impl<S> std::fmt::Display for ReuniteError<S> {
 
 impl<S> std::error::Error for ReuniteError<S> {}
 
-receiving!(ReadHalf);
+receiving!(ReadHalf, poll_recv);
 
 impl<S> Drop for ReadHalf<S> {
     fn drop(&mut self) {
