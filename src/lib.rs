@@ -60,6 +60,7 @@
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
 //! | another runtime, or full control | the sans-IO [`Connection`] with the [`handshake`] parsers |
 //! | to port a program from tokio-tungstenite, axum's `ws`, fastwebsockets, tokio-websockets, gws/ews/uWS | the [migration guide](guide::migration): each type and call mapped, and three ported programs |
+//! | what changed since the version you built against, and where moved items went | the [changelog](guide::changelog) |
 //!
 //! The examples below run as doctests; the ones with sockets start their server on
 //! `127.0.0.1:0` in the same program.
@@ -553,7 +554,9 @@ pub use rapidws_simd as simd;
 /// Guides that are not about one item: porting from other WebSocket libraries, and what
 /// changed between releases.
 pub mod guide {
-    #[doc = include_str!("docs/CHANGELOG.md")]
+    // The changelog is the one at the crate's root, where registry readers look; the
+    // package carries it (`include` in Cargo.toml).
+    #[doc = include_str!("../CHANGELOG.md")]
     pub mod changelog {}
 
     // The guide links to the layers of the default features by path; items behind other
