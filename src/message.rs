@@ -260,7 +260,7 @@ impl<'a> MessageRef<'a> {
                 // Validated as it arrived; checked again because this crate forbids
                 // `unsafe`, with the SIMD kernels (std's check of non-ASCII text runs at a
                 // fraction of their speed).
-                MessageRef::Text(crate::simd::utf8::from_utf8(data).unwrap_or_default())
+                MessageRef::Text(rapidws_simd::utf8::from_utf8(data).unwrap_or_default())
             }
             MessageKind::Binary => MessageRef::Binary(data),
         }

@@ -25,7 +25,7 @@ impl Utf8Bytes {
     /// assert_eq!(err.into_bytes(), &b"ab\xffcd"[..]);
     /// ```
     pub fn try_from_bytes(bytes: Bytes) -> Result<Self, FromUtf8Error> {
-        match crate::simd::utf8::validate(&bytes) {
+        match rapidws_simd::utf8::validate(&bytes) {
             Ok(()) => Ok(Utf8Bytes(bytes)),
             Err(error) => Err(FromUtf8Error { bytes, error }),
         }
@@ -47,7 +47,7 @@ impl Utf8Bytes {
         // Validated on construction, so this cannot fail; it checks again because this
         // crate forbids `unsafe`, with the SIMD kernels (std's check of non-ASCII text runs
         // at a fraction of their speed).
-        crate::simd::utf8::from_utf8(&self.0).unwrap_or_default()
+        rapidws_simd::utf8::from_utf8(&self.0).unwrap_or_default()
     }
 
     /// The text's bytes.
@@ -129,7 +129,7 @@ impl TryFrom<Vec<u8>> for Utf8Bytes {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FromUtf8Error {
     bytes: Bytes,
-    error: crate::simd::utf8::Utf8Error,
+    error: rapidws_simd::utf8::Utf8Error,
 }
 
 impl FromUtf8Error {
