@@ -2,7 +2,7 @@
 //! both roles: the shapes of `bounded_tokio.rs` against a thread-per-connection blocking
 //! echo server (as `examples/blocking_echo.rs` is) and blocking clients. Each asserts the
 //! bound (the budget's own accounting), the close code the peer reads, and that a fresh
-//! blocking client gets its echo within [`LIVENESS`] while the attack holds.
+//! blocking client gets its echo within `bounded_support::LIVENESS` while the attack holds.
 //!
 //! The blocking layer runs the connection's timers inside [`WebSocket::read`] (the
 //! socket's read timeout is shortened to the next deadline) and nowhere else: a
@@ -22,23 +22,18 @@ use std::time::{Duration, Instant};
 use rapidws::blocking::{self, ClientConfig, Message, ServerConfig, WebSocket};
 use rapidws::deflate::DeflateConfig;
 use rapidws::{Budget, Config, Error, Timeout};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream as AsyncStream;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 mod bounded_support;
 use bounded_support::{
-    FrameReader, LIVENESS, MIB, Probes, client_handshake, deflated_zeros, frame, read_close,
-    server_handshake,
+    IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted, check_liveness,
+    client_handshake, deflated_zeros, frame, hold_open_fragment, ramp, read_close, trickle,
+    trickling_server, unfinished_message, write_until_stuck,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const LIMIT: Duration = Duration::from_secs(60);
-/// Scheduling on a loaded 2-core machine (other test binaries and builds running), on top
-/// of each deadline. Still far below every default timer, so a bound that holds shows the
-/// configured deadline ended the connection; lower bounds stay exact.
-const SLACK: Duration = Duration::from_millis(2500);
 /// Stack of each connection thread: thousands of them.
 const STACK: usize = 512 << 10;
 
@@ -158,31 +153,6 @@ fn healthy_server() -> SocketAddr {
     .0
 }
 
-/// As in `bounded_tokio.rs`: the probes made once the attack is in place are held to
-/// [`LIVENESS`], those made while it arrives are reported.
-fn check_liveness(shape: &str, probes: &Probes, in_place: Instant) {
-    let (arriving, held) = probes.split(in_place);
-    eprintln!(
-        "blocking, {shape}: fresh client handshake + echo while the attack arrives: {}; while it holds: {}",
-        arriving.summary(),
-        held.summary()
-    );
-    assert!(
-        !held.times.is_empty(),
-        "{shape}: no probe ran while the attack held"
-    );
-    assert!(
-        held.max() <= LIVENESS,
-        "{shape}: a fresh client waited {:?}: {}",
-        held.max(),
-        held.summary()
-    );
-}
-
-fn ramp() -> Arc<tokio::sync::Semaphore> {
-    Arc::new(tokio::sync::Semaphore::new(64))
-}
-
 // --- 1. a peer that never reads while the application is blocked in send --------------
 
 const WRITE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -209,16 +179,7 @@ fn blocking_server_stuck_writing_to_a_peer_that_never_reads_gives_up_at_the_writ
             socket.set_recv_buffer_size(64 << 10).unwrap();
             let mut s = socket.connect(addr).await.unwrap();
             client_handshake(&mut s, false).await;
-            let mut last_write = Instant::now();
-            'write: for _ in 0..8 {
-                for piece in payload.chunks(64 << 10) {
-                    let w = tokio::time::timeout(Duration::from_millis(200), s.write_all(piece));
-                    match w.await {
-                        Ok(Ok(())) => last_write = Instant::now(),
-                        _ => break 'write,
-                    }
-                }
-            }
+            let last_write = write_until_stuck(&mut s, &payload, 8).await;
             (s, last_write)
         }));
     }
@@ -255,8 +216,7 @@ fn blocking_client_stuck_writing_to_a_server_that_never_reads_gives_up_at_the_wr
     let listener = rt.block_on(bounded_support::listener());
     let (l, addr) = listener;
     let server = rt.spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        server_handshake(&mut s, false).await;
+        let s = accept(&l, false).await;
         tokio::time::sleep(Duration::from_secs(5)).await;
         drop(s);
     });
@@ -322,17 +282,8 @@ fn two_thousand_open_compressed_fragments_to_a_blocking_server_stay_under_the_bu
             ramp.clone(),
         );
         attackers.push(rt.spawn(async move {
-            let permit = ramp.acquire_owned().await.unwrap();
-            let mut s = bounded_support::connect(addr).await;
-            let leftover = client_handshake(&mut s, true).await;
-            s.write_all(&fragment).await.unwrap();
-            drop(permit);
-            tokio::select! {
-                code = read_close(&mut s, &leftover, LIMIT) => {
-                    assert_eq!(code, Some(1013), "the close code of a refused fragment");
-                    refused.fetch_add(1, Ordering::Relaxed);
-                }
-                _ = release.notified() => {}
+            if hold_open_fragment(addr, ramp, &fragment, &release).await {
+                refused.fetch_add(1, Ordering::Relaxed);
             }
         }));
     }
@@ -344,15 +295,12 @@ fn two_thousand_open_compressed_fragments_to_a_blocking_server_stay_under_the_bu
     let admitted = budget.held() / INFLATED;
     stop.store(true, Ordering::Relaxed);
     let probes = prober.join().unwrap();
-    eprintln!(
-        "blocking, open fragments: {admitted} held, {} refused with 1013; budget peak {} of {}",
+    check_admitted(
+        "open fragments",
+        &budget,
+        admitted,
         refused.load(Ordering::Relaxed),
-        budget.peak(),
-        budget.limit()
     );
-    assert!(budget.peak() <= budget.limit());
-    assert!(admitted <= 64 && admitted + 2 >= 64, "{admitted}");
-    assert_eq!(refused.load(Ordering::Relaxed) as u64, budget.refused());
     let mut over = 0;
     while let Ok((r, _)) = ended.try_recv() {
         over += usize::from(matches!(r, Err(Error::OverBudget)));
@@ -385,10 +333,9 @@ fn two_thousand_blocking_clients_receiving_open_compressed_fragments_share_a_bud
         let fragment = fragment.clone();
         rt.spawn(async move {
             for _ in 0..CONNS {
-                let (mut s, _) = l.accept().await.unwrap();
+                let mut s = accept(&l, true).await;
                 let (fragment, codes_tx) = (fragment.clone(), codes_tx.clone());
                 tokio::spawn(async move {
-                    server_handshake(&mut s, true).await;
                     s.write_all(&fragment).await.unwrap();
                     let _ = codes_tx.send(read_close(&mut s, &[], LIMIT).await);
                 });
@@ -449,15 +396,12 @@ fn two_thousand_blocking_clients_receiving_open_compressed_fragments_share_a_bud
     let admitted = budget.held() / INFLATED;
     stop.store(true, Ordering::Relaxed);
     let probes = prober.join().unwrap();
-    eprintln!(
-        "blocking clients: {admitted} hold a fragment, {} refused; budget peak {} of {}",
+    check_admitted(
+        "clients receiving open fragments",
+        &budget,
+        admitted,
         refused.load(Ordering::Relaxed),
-        budget.peak(),
-        budget.limit()
     );
-    assert!(budget.peak() <= budget.limit());
-    assert!(admitted <= 64 && admitted + 2 >= 64, "{admitted}");
-    assert_eq!(refused.load(Ordering::Relaxed) as u64, budget.refused());
     quit.store(true, Ordering::Relaxed);
     for c in clients {
         c.join().unwrap();
@@ -477,53 +421,6 @@ fn two_thousand_blocking_clients_receiving_open_compressed_fragments_share_a_bud
 }
 
 // --- 3. a fragmented message that is never finished -------------------------------------
-
-const MESSAGE_TIMEOUT: Duration = Duration::from_millis(500);
-
-fn first_fragment(compressed: bool, mask: bool) -> Vec<u8> {
-    static DEFLATED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    if compressed {
-        let p = DEFLATED.get_or_init(|| deflated_zeros(64 << 10));
-        frame(0x40 | 0x02, p.len() as u64, p, mask)
-    } else {
-        frame(0x02, 1000, &[1; 1000], mask)
-    }
-}
-
-/// Pings every 100 ms while reading until the close: its code.
-async fn keep_alive_with_pings(s: &mut AsyncStream, mask: bool, leftover: &[u8]) -> Option<u16> {
-    let (mut rd, mut wr) = s.split();
-    let ping = frame(0x89, 0, &[], mask);
-    let pinger = async {
-        loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            if wr.write_all(&ping).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    let mut r = FrameReader::default();
-    let reader = async {
-        if let Some(code) = r.feed(leftover) {
-            return Some(code);
-        }
-        let mut buf = vec![0u8; 4096];
-        loop {
-            match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => {
-                    if let Some(code) = r.feed(&buf[..n]) {
-                        return Some(code);
-                    }
-                }
-            }
-        }
-    };
-    tokio::select! {
-        code = reader => code,
-        _ = pinger => unreachable!(),
-    }
-}
 
 #[test]
 fn unfinished_fragmented_message_to_a_blocking_server_is_closed_with_1008_at_the_deadline() {
@@ -549,14 +446,7 @@ fn unfinished_fragmented_message_to_a_blocking_server_is_closed_with_1008_at_the
             let mut s = bounded_support::connect(addr).await;
             let leftover = client_handshake(&mut s, compressed).await;
             arrived.wait().await;
-            s.write_all(&first_fragment(compressed, true))
-                .await
-                .unwrap();
-            let sent = Instant::now();
-            (
-                keep_alive_with_pings(&mut s, true, &leftover).await,
-                sent.elapsed(),
-            )
+            unfinished_message(&mut s, compressed, true, &leftover).await
         }));
     }
     bounded(&rt, arrived.wait());
@@ -594,16 +484,8 @@ fn blocking_client_closes_an_unfinished_fragmented_message_with_1008_at_the_dead
     for compressed in [false, true] {
         let (l, addr) = rt.block_on(bounded_support::listener());
         let server = rt.spawn(async move {
-            let (mut s, _) = l.accept().await.unwrap();
-            server_handshake(&mut s, compressed).await;
-            s.write_all(&first_fragment(compressed, false))
-                .await
-                .unwrap();
-            let sent = Instant::now();
-            (
-                keep_alive_with_pings(&mut s, false, &[]).await,
-                sent.elapsed(),
-            )
+            let mut s = accept(&l, compressed).await;
+            unfinished_message(&mut s, compressed, false, &[]).await
         });
         let config = ClientConfig::default()
             .with_connection(Config::default().with_message_timeout(Some(MESSAGE_TIMEOUT)))
@@ -630,43 +512,6 @@ fn blocking_client_closes_an_unfinished_fragmented_message_with_1008_at_the_dead
 
 // --- 4. a trickle of bytes ---------------------------------------------------------------
 
-const IDLE: Duration = Duration::from_millis(600);
-const TRICKLE_EVERY: Duration = Duration::from_millis(150);
-
-/// Writes the bytes of a large frame one at a time while reading: the close code.
-async fn trickle(s: &mut AsyncStream, mask: bool, start: Instant) -> (Option<u16>, Duration) {
-    let bytes = frame(0x82, 1 << 20, &[9; 4096], mask);
-    let (mut rd, mut wr) = s.split();
-    let writer = async {
-        for b in &bytes {
-            tokio::time::sleep(TRICKLE_EVERY).await;
-            if wr.write_all(std::slice::from_ref(b)).await.is_err() {
-                break;
-            }
-        }
-        std::future::pending::<()>().await;
-    };
-    let mut r = FrameReader::default();
-    let reader = async {
-        let mut buf = vec![0u8; 4096];
-        loop {
-            match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => {
-                    if let Some(code) = r.feed(&buf[..n]) {
-                        return Some(code);
-                    }
-                }
-            }
-        }
-    };
-    let code = tokio::select! {
-        code = reader => code,
-        _ = writer => unreachable!(),
-    };
-    (code, start.elapsed())
-}
-
 #[test]
 fn trickle_to_a_blocking_server_is_dropped_at_the_idle_timeout_with_1001() {
     const CONNS: usize = 200;
@@ -691,7 +536,7 @@ fn trickle_to_a_blocking_server_is_dropped_at_the_idle_timeout_with_1001() {
             assert!(leftover.is_empty());
             drop(permit);
             connected.fetch_add(1, Ordering::Relaxed);
-            trickle(&mut s, true, start).await
+            trickle(&mut s, true, &leftover, start).await
         }));
     }
     until("every trickler is connected", || {
@@ -723,12 +568,7 @@ fn blocking_client_drops_a_trickling_server_at_the_idle_timeout_with_1001() {
     let prober = probing(probe_addr, stop.clone());
     let in_place = Instant::now();
     let (l, addr) = rt.block_on(bounded_support::listener());
-    let server = rt.spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        let start = Instant::now();
-        server_handshake(&mut s, false).await;
-        trickle(&mut s, false, start).await
-    });
+    let server = rt.spawn(trickling_server(l));
     let config = ClientConfig::default()
         .with_connection(Config::default().with_idle_timeout(Some(IDLE)))
         .with_deflate(None);

@@ -1,8 +1,9 @@
 //! What a hostile peer can make the tokio layer hold, over real loopback sockets, in both
 //! roles: each shape is run against our server (raw clients attacking) and our client (a
 //! raw server attacking), and each test asserts the bound (the budget's own accounting
-//! and the process's live heap from a counting allocator), the close code the peer reads,
-//! and that a fresh client still gets its echo within [`LIVENESS`] while the attack runs.
+//! and the process's live heap from the tests' counting allocator), the close code the
+//! peer reads, and that a fresh client still gets its echo within
+//! `bounded_support::LIVENESS` while the attack runs.
 //!
 //! | shape | bounded by | the peer reads |
 //! |---|---|---|
@@ -30,16 +31,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+mod alloc_count;
 mod bounded_support;
+use alloc_count::{live_heap, peak_heap, reset_peak};
 use bounded_support::{
-    LIVENESS, MIB, Probes, client_handshake, deflated_zeros, frame, listener, live_heap, peak_heap,
-    read_close, reset_peak, server_handshake,
+    IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted, check_liveness,
+    client_handshake, deflated_zeros, frame, hold_open_fragment, listener, ramp, read_close,
+    trickle, trickling_server, unfinished_message, write_until_stuck,
 };
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Bound on any one wait of these tests.
-const LIMIT: Duration = Duration::from_secs(60);
 
 async fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(LIMIT, f)
@@ -129,38 +130,6 @@ async fn healthy_server() -> SocketAddr {
         .0
 }
 
-/// Checks the probes made once the attack was in place (`in_place`: the attackers
-/// connected and holding what they could) against [`LIVENESS`], and reports those made
-/// while they arrived. Thousands of connections arriving at once cost the kernel more
-/// than us (76 % of the CPU time in its TCP and page-fault paths, `perf`, release build),
-/// and an unoptimized build spends 8-25 ms zeroing each MiB it inflates (0.1-1 ms
-/// optimized): those figures are printed, not asserted.
-fn check_liveness(shape: &str, probes: &Probes, in_place: Instant) {
-    let (arriving, held) = probes.split(in_place);
-    eprintln!(
-        "{shape}: fresh client handshake + echo while the attack arrives: {}; while it holds: {}",
-        arriving.summary(),
-        held.summary()
-    );
-    assert!(
-        !held.times.is_empty(),
-        "{shape}: no probe ran while the attack held"
-    );
-    assert!(
-        held.max() <= LIVENESS,
-        "{shape}: a fresh client waited {:?} (> {LIVENESS:?}): {}",
-        held.max(),
-        held.summary()
-    );
-}
-
-/// How many attackers connect at once: thousands of connects in the same instant would
-/// overflow the kernel's listen backlog (1,024), whose dropped SYNs are retried after 1 s,
-/// for the probes as much as for the attackers; that is the kernel's limit, not ours.
-fn ramp() -> Arc<tokio::sync::Semaphore> {
-    Arc::new(tokio::sync::Semaphore::new(64))
-}
-
 /// Waits until `cond` holds, checking every 10 ms.
 async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -174,10 +143,6 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 
 const KEEPALIVE: Duration = Duration::from_millis(300);
 const PONG: Duration = Duration::from_millis(300);
-/// Scheduling on a loaded 2-core machine (other test binaries and builds running), on top
-/// of each deadline. Still far below every default timer, so a bound that holds shows the
-/// configured deadline ended the connection; lower bounds stay exact.
-const SLACK: Duration = Duration::from_millis(2500);
 
 fn keepalive_config() -> Config {
     Config::default()
@@ -211,16 +176,7 @@ async fn never_reading_clients(peers: usize, messages: usize, size: usize, keepa
             client_handshake(&mut s, false).await;
             // Write until the socket takes no more for a while: the server's handler is
             // then blocked in `send` towards us, and reads nothing more.
-            let mut last_write = Instant::now();
-            'write: for _ in 0..messages {
-                for piece in payload.chunks(64 << 10) {
-                    let w = tokio::time::timeout(Duration::from_millis(200), s.write_all(piece));
-                    match w.await {
-                        Ok(Ok(())) => last_write = Instant::now(),
-                        _ => break 'write,
-                    }
-                }
-            }
+            let last_write = write_until_stuck(&mut s, &payload, messages).await;
             (s, last_write)
         }));
     }
@@ -290,8 +246,7 @@ async fn client_blocked_in_send_to_a_server_that_never_reads_fails_after_keepali
     let probe_addr = healthy_server().await;
     let (l, addr) = listener().await;
     let server = tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        server_handshake(&mut s, false).await;
+        let mut s = accept(&l, false).await;
         // Never reads; holds the socket until the client is gone.
         let mut one = [0u8; 1];
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -365,19 +320,8 @@ async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit:
         let (fragment, refused, release) = (fragment.clone(), refused.clone(), release.clone());
         let ramp = ramp.clone();
         attackers.push(tokio::spawn(async move {
-            let permit = ramp.acquire_owned().await.unwrap();
-            let mut s = bounded_support::connect(addr).await;
-            let leftover = client_handshake(&mut s, true).await;
-            s.write_all(&fragment).await.unwrap();
-            drop(permit);
-            // A refused one reads 1013 at once; the others hold their message open until
-            // released (then their socket closes: 1006 on our side).
-            tokio::select! {
-                code = read_close(&mut s, &leftover, LIMIT) => {
-                    assert_eq!(code, Some(1013), "the close code of a refused fragment");
-                    refused.fetch_add(1, Ordering::Relaxed);
-                }
-                _ = release.notified() => {}
+            if hold_open_fragment(addr, ramp, &fragment, &release).await {
+                refused.fetch_add(1, Ordering::Relaxed);
             }
         }));
     }
@@ -467,10 +411,9 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
         tokio::spawn(async move {
             let mut held = Vec::new();
             for _ in 0..CONNS {
-                let (mut s, _) = l.accept().await.unwrap();
+                let mut s = accept(&l, true).await;
                 let (fragment, codes) = (fragment.clone(), codes.clone());
                 held.push(tokio::spawn(async move {
-                    server_handshake(&mut s, true).await;
                     s.write_all(&fragment).await.unwrap();
                     let code = read_close(&mut s, &[], LIMIT).await;
                     codes.lock().unwrap().push(code);
@@ -511,15 +454,12 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
     let probes = bounded(&mut prober).await.unwrap();
-    eprintln!(
-        "clients: {admitted} hold a fragment, {} refused; budget peak {} of {}",
+    check_admitted(
+        "clients receiving open fragments",
+        &budget,
+        admitted,
         refused.load(Ordering::Relaxed),
-        budget.peak(),
-        budget.limit()
     );
-    assert!(budget.peak() <= budget.limit());
-    assert!(admitted <= 64 && admitted + 2 >= 64, "{admitted}");
-    assert_eq!(refused.load(Ordering::Relaxed) as u64, budget.refused());
     // The holders are still in `recv`: drop them (no close), and the budget is back at 0.
     for c in clients {
         c.abort();
@@ -545,58 +485,8 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
 
 // --- 3. a fragmented message that is never finished -------------------------------------
 
-const MESSAGE_TIMEOUT: Duration = Duration::from_millis(500);
-
 fn message_deadline_config() -> Config {
     Config::default().with_message_timeout(Some(MESSAGE_TIMEOUT))
-}
-
-/// The first fragment of a message, as a client (`mask`) or a server; `compressed` sets
-/// RSV1 (64 KiB of zeros, compressed once for all the tests).
-fn first_fragment(compressed: bool, mask: bool) -> Vec<u8> {
-    static DEFLATED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    if compressed {
-        let p = DEFLATED.get_or_init(|| deflated_zeros(64 << 10));
-        frame(0x40 | 0x02, p.len() as u64, p, mask)
-    } else {
-        frame(0x02, 1000, &[1; 1000], mask)
-    }
-}
-
-/// Pings every 100 ms (so that nothing but the message deadline ends the connection)
-/// while reading until the close: its code.
-async fn keep_alive_with_pings(s: &mut TcpStream, mask: bool, leftover: &[u8]) -> Option<u16> {
-    let (mut rd, mut wr) = s.split();
-    let ping = frame(0x89, 0, &[], mask);
-    let pinger = async {
-        loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            if wr.write_all(&ping).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    let mut r = bounded_support::FrameReader::default();
-    let reader = async {
-        if let Some(code) = r.feed(leftover) {
-            return Some(code);
-        }
-        let mut buf = vec![0u8; 4096];
-        loop {
-            match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => {
-                    if let Some(code) = r.feed(&buf[..n]) {
-                        return Some(code);
-                    }
-                }
-            }
-        }
-    };
-    tokio::select! {
-        code = reader => code,
-        _ = pinger => unreachable!(),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -621,12 +511,7 @@ async fn unfinished_fragmented_message_to_our_server_is_closed_with_1008_at_the_
             let leftover = client_handshake(&mut s, compressed).await;
             drop(permit);
             arrived.wait().await;
-            s.write_all(&first_fragment(compressed, true))
-                .await
-                .unwrap();
-            let sent = Instant::now();
-            let code = keep_alive_with_pings(&mut s, true, &leftover).await;
-            (code, sent.elapsed())
+            unfinished_message(&mut s, compressed, true, &leftover).await
         }));
     }
     arrived.wait().await;
@@ -663,14 +548,8 @@ async fn our_client_closes_an_unfinished_fragmented_message_with_1008_at_the_dea
     for compressed in [false, true] {
         let (l, addr) = listener().await;
         let server = tokio::spawn(async move {
-            let (mut s, _) = l.accept().await.unwrap();
-            server_handshake(&mut s, compressed).await;
-            s.write_all(&first_fragment(compressed, false))
-                .await
-                .unwrap();
-            let sent = Instant::now();
-            let code = keep_alive_with_pings(&mut s, false, &[]).await;
-            (code, sent.elapsed())
+            let mut s = accept(&l, compressed).await;
+            unfinished_message(&mut s, compressed, false, &[]).await
         });
         let config = ClientConfig::default()
             .with_connection(message_deadline_config())
@@ -697,54 +576,8 @@ async fn our_client_closes_an_unfinished_fragmented_message_with_1008_at_the_dea
 
 // --- 4. a trickle of bytes ---------------------------------------------------------------
 
-const IDLE: Duration = Duration::from_millis(600);
-const TRICKLE_EVERY: Duration = Duration::from_millis(150);
-
 fn idle_config() -> Config {
     Config::default().with_idle_timeout(Some(IDLE))
-}
-
-/// Writes the bytes of a large frame one at a time, every [`TRICKLE_EVERY`], while reading:
-/// the close code the other end sends (`None`: none came).
-async fn trickle(
-    s: &mut TcpStream,
-    mask: bool,
-    leftover: &[u8],
-    start: Instant,
-) -> (Option<u16>, Duration) {
-    let bytes = frame(0x82, 1 << 20, &[9; 4096], mask);
-    let (mut rd, mut wr) = s.split();
-    let writer = async {
-        for b in &bytes {
-            tokio::time::sleep(TRICKLE_EVERY).await;
-            if wr.write_all(std::slice::from_ref(b)).await.is_err() {
-                break;
-            }
-        }
-        std::future::pending::<()>().await;
-    };
-    let mut r = bounded_support::FrameReader::default();
-    let reader = async {
-        if let Some(code) = r.feed(leftover) {
-            return Some(code);
-        }
-        let mut buf = vec![0u8; 4096];
-        loop {
-            match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => {
-                    if let Some(code) = r.feed(&buf[..n]) {
-                        return Some(code);
-                    }
-                }
-            }
-        }
-    };
-    let code = tokio::select! {
-        code = reader => code,
-        _ = writer => unreachable!(),
-    };
-    (code, start.elapsed())
 }
 
 async fn trickling_clients(conns: usize, idle: Duration) {
@@ -817,12 +650,7 @@ async fn our_client_drops_a_trickling_server_at_the_idle_timeout_with_1001() {
     let prober = probing(probe_addr, stop.clone());
     let in_place = Instant::now();
     let (l, addr) = listener().await;
-    let server = tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        let start = Instant::now();
-        server_handshake(&mut s, false).await;
-        trickle(&mut s, false, &[], start).await
-    });
+    let server = tokio::spawn(trickling_server(l));
     let config = ClientConfig::default()
         .with_connection(idle_config())
         .with_deflate(None);

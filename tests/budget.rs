@@ -12,6 +12,7 @@ use rapidws::Role;
 use rapidws::codec::{CloseCode, MessageKind, ProtocolError};
 use rapidws::connection::{Budget, Config, Connection, Error, OwnedEvent};
 
+mod alloc_count;
 mod connection_support;
 mod hostile_support;
 use connection_support::drain;
@@ -178,7 +179,7 @@ fn the_default_is_the_process_wide_budget() {
 #[cfg(feature = "deflate")]
 mod deflate {
     use super::*;
-    use hostile_support::peak_during;
+    use crate::alloc_count::peak_during;
     use rapidws::connection::Delivery;
     use rapidws::deflate::{DeflateConfig, DeflateError, DeflateParams, PerMessageDeflate};
 

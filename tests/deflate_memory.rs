@@ -2,36 +2,15 @@
 //! Run with `--nocapture` to see the table (it is recorded in benches/RESULTS.md).
 #![cfg(feature = "deflate")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use rapidws::Role;
 use rapidws::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
 
-struct Counting;
+mod alloc_count;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::SeqCst);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::SeqCst);
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::SeqCst);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
+/// Heap bytes live in the process now.
+fn live() -> isize {
+    alloc_count::live_heap() as isize
 }
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 fn params(bits: u8) -> DeflateParams {
     DeflateParams {
@@ -69,14 +48,14 @@ fn held(bits: u8, level: i32, mem_level: u8, compress: bool, count: usize) -> is
     }
     let mut out = Vec::with_capacity(msgs[0].len());
     let mut sent = Vec::with_capacity(2 * msgs[0].len() + 64);
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = live();
     let mut codec = PerMessageDeflate::new(Role::Server, params(bits), &cfg);
     if compress {
         for msg in &msgs {
             sent.clear();
             assert!(codec.compress(msg, &mut sent).unwrap());
         }
-        let held = LIVE.load(Ordering::SeqCst) - before;
+        let held = live() - before;
         drop(codec);
         held
     } else {
@@ -85,7 +64,7 @@ fn held(bits: u8, level: i32, mem_level: u8, compress: bool, count: usize) -> is
             codec.decompress(frame, true, &mut out, usize::MAX).unwrap();
             assert_eq!(&out, msg);
         }
-        let held = LIVE.load(Ordering::SeqCst) - before;
+        let held = live() - before;
         drop(codec);
         held
     }
@@ -95,13 +74,9 @@ fn held(bits: u8, level: i32, mem_level: u8, compress: bool, count: usize) -> is
 /// would allocate at the same time.
 #[test]
 fn codec_memory_is_lazy_bounded_and_shrinks_with_the_compressor_window() {
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = live();
     let codec = PerMessageDeflate::new(Role::Server, params(15), &DeflateConfig::default());
-    assert_eq!(
-        LIVE.load(Ordering::SeqCst),
-        before,
-        "nothing is allocated before use"
-    );
+    assert_eq!(live(), before, "nothing is allocated before use");
     drop(codec);
 
     // Level 1 is our own compressor (a 64 Ki-byte history at most, 8 KiB of hash head);
@@ -160,12 +135,12 @@ fn codec_memory_is_lazy_bounded_and_shrinks_with_the_compressor_window() {
     let mut held_per_round = Vec::new();
     for _ in 0..2 {
         let mut out = Vec::with_capacity(2 * noise.len());
-        let before = LIVE.load(Ordering::SeqCst);
+        let before = live();
         let mut codec = PerMessageDeflate::new(Role::Server, params(15), &DeflateConfig::new());
         for _ in 0..40 {
             assert!(!codec.compress(&noise, &mut out).unwrap());
         }
-        held_per_round.push(LIVE.load(Ordering::SeqCst) - before);
+        held_per_round.push(live() - before);
         drop(codec);
     }
     println!("incompressible only, live bytes per round: {held_per_round:?}");

@@ -10,10 +10,12 @@ use rapidws::codec::{CloseCode, ProtocolError};
 use rapidws::connection::{Config, Connection, Error, OwnedEvent};
 use rapidws::{CloseFrame, Role};
 
+mod alloc_count;
 mod connection_support;
 mod hostile_support;
+use alloc_count::peak_during;
 use connection_support::drain;
-use hostile_support::{peak_during, raw_frame};
+use hostile_support::raw_frame;
 
 // ---------------------------------------------------------------------------------------
 // Raw frames, as a hostile client would write them

@@ -11,8 +11,8 @@ use rapidws::handshake::{
     ServerHandshake,
 };
 
-mod hostile_support;
-use hostile_support::peak_during;
+mod alloc_count;
+use alloc_count::peak_during;
 
 const DEFAULT_LIMIT: usize = rapidws::handshake::DEFAULT_MAX_HEAD_SIZE;
 

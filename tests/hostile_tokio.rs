@@ -14,8 +14,10 @@ use rapidws::tokio::{Config, Error, Message, ServerConfig, Timeout, TrySendError
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+mod alloc_count;
 mod hostile_support;
-use hostile_support::{peak_during, raw_frame};
+use alloc_count::peak_during;
+use hostile_support::raw_frame;
 
 /// Every step of these tests finishes within this, or the test fails.
 const STEP: Duration = Duration::from_secs(20);

@@ -6,69 +6,14 @@
 //! the RSS figure of `benches/RESULTS.md` ("Idle memory per connection").
 #![cfg(feature = "tokio")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use rapidws::tokio::{ClientConfig, Message, ServerConfig, WebSocket, connect, serve};
 use tokio::net::{TcpListener, TcpStream};
 
-struct Counting;
-
-thread_local! {
-    /// Whether this thread's allocations are tracked (the server thread only).
-    static TRACKED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Bytes allocated and not yet freed by the tracked thread.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-/// Live allocations of the tracked thread by size (the last slot: this size or larger),
-/// to name what grew when the budget is exceeded.
-const SIZES: usize = 8192;
-static BY_SIZE: [AtomicIsize; SIZES] = [const { AtomicIsize::new(0) }; SIZES];
-
-fn note(size: usize, count: isize) {
-    // `try_with`: the thread-local may be gone while the thread shuts down.
-    if TRACKED.try_with(|t| t.get()).unwrap_or(false) {
-        LIVE.fetch_add(size as isize * count, Ordering::Relaxed);
-        BY_SIZE[size.min(SIZES - 1)].fetch_add(count, Ordering::Relaxed);
-    }
-}
-
-fn by_size() -> Vec<isize> {
-    BY_SIZE.iter().map(|c| c.load(Ordering::Relaxed)).collect()
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size(), 1);
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        note(layout.size(), -1);
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size(), 1);
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(layout.size(), -1);
-        note(new_size, 1);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+mod alloc_count;
+use alloc_count::{track_this_thread, tracked_by_size, tracked_live};
 
 /// Connections held idle at once (two descriptors each in this process).
 const CONNS: usize = 200;
@@ -94,7 +39,7 @@ fn idle_server_connection_holds_little_heap() {
     let (addr_tx, addr_rx) = mpsc::channel();
     // The server runs on its own thread, tracked, until the test process ends.
     std::thread::spawn(move || {
-        TRACKED.with(|t| t.set(true));
+        track_this_thread();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -128,8 +73,8 @@ fn idle_server_connection_holds_little_heap() {
             .await
             .unwrap();
         settle().await;
-        let before = LIVE.load(Ordering::Relaxed);
-        let sizes_before = by_size();
+        let before = tracked_live();
+        let sizes_before = tracked_by_size();
         let mut held = Vec::with_capacity(CONNS);
         for _ in 0..CONNS {
             held.push(
@@ -139,10 +84,10 @@ fn idle_server_connection_holds_little_heap() {
             );
         }
         settle().await;
-        let after = LIVE.load(Ordering::Relaxed);
+        let after = tracked_live();
         let per_conn = (after - before) / CONNS as isize;
         eprintln!("idle server connection: {per_conn} heap bytes ({CONNS} connections)");
-        for (size, (a, b)) in by_size().iter().zip(&sizes_before).enumerate() {
+        for (size, (a, b)) in tracked_by_size().iter().zip(&sizes_before).enumerate() {
             if a - b >= CONNS as isize / 2 {
                 eprintln!("  {} live allocations of {size} bytes", a - b);
             }
