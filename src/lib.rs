@@ -597,6 +597,6 @@ pub mod guide {
 
 pub use codec::{CloseCode, MessageKind, ProtocolError, Role};
 pub use config::{ClientConfig, ServerConfig};
-pub use connection::{Budget, Config, Connection, Delivery, Event, PreparedMessage};
+pub use connection::{Budget, Config, Connection, Delivery, Event, PreparedMessage, Shutdown};
 pub use error::{Error, Timeout, TrySendError};
 pub use message::{CloseFrame, Compression, FromUtf8Error, Message, MessageRef, Utf8Bytes};

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::codec::{DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_MESSAGE_SIZE};
 
-use super::Budget;
+use super::{Budget, Shutdown};
 
 /// How received data messages are handed over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,6 +127,11 @@ settings! {
         /// [`Budget::shared`]: one budget of 1 GiB for every connection of the process that
         /// keeps the default. `None`: only the per-connection limits apply.
         pub budget: Option<Budget> = Some(Budget::shared()),
+        /// The shutdown signal this connection goes away at: once it is given
+        /// ([`Shutdown::trigger`]), the connection sends what it has queued, then a close
+        /// with 1001 ("going away"), and waits for the peer's within `close_timeout`.
+        /// The accept loops stop at it and wait for their connections. Default `None`.
+        pub shutdown: Option<Shutdown> = None,
     }
 }
 
@@ -171,6 +176,8 @@ setters! { Config {
     /// Sets [`Config::budget`]: the memory budget shared with other connections (`None`:
     /// none, only the per-connection limits).
     with_budget(budget: Option<Budget>) => budget;
+    /// Sets [`Config::shutdown`]: the connection goes away when `shutdown` is triggered.
+    with_shutdown(shutdown: &Shutdown) => shutdown = Some(shutdown.clone());
     /// Sets [`Config::close_timeout`]: how long to wait for the peer's close after ours
     /// (and for the transport to close after the close handshake).
     with_close_timeout(t: Duration) => close_timeout = Some(t);

@@ -18,6 +18,10 @@
 //!          RFC 6455 7.1.5, abnormal (1006) ───────────────────▶ Done ◀───┘
 //! ```
 //!
+//! "Our close queued" is the application's [`Connection::close`], the close a failure
+//! queues with its code, or going away at the shutdown signal (shutdown.rs: 1001, behind
+//! what is queued).
+//!
 //! Teardown, one rule for both IO layers (RFC 6455 7.1.1): "The underlying TCP connection,
 //! in most normal cases, SHOULD be closed first by the server, so that it holds the
 //! TIME_WAIT state and not the client". After a clean close handshake the output is

@@ -65,6 +65,7 @@ mod prepared;
 mod queue;
 mod receive;
 mod send;
+mod shutdown;
 mod stock;
 mod timers;
 mod types;
@@ -75,6 +76,7 @@ pub use config::{
     DEFAULT_SEND_QUEUE_HIGH_WATER, Delivery,
 };
 pub use prepared::{DEFAULT_PREPARED_LEVEL, PayloadWriter, PrepareError, PreparedMessage};
+pub use shutdown::Shutdown;
 pub use types::{Error, Event, OwnedEvent, SendError, Timeout, Transmit};
 
 pub use crate::message::Compression;
@@ -217,6 +219,9 @@ pub struct Connection {
     /// What the message being received holds, charged to the shared budget (given back
     /// when the connection is dropped, however it ends).
     charge: Charge,
+    /// Its place under the shutdown signal of [`Config::shutdown`] (shutdown.rs), when it
+    /// has one; boxed, so that a connection without one holds a null pointer.
+    shutdown: Option<Box<shutdown::Enrolled>>,
     /// Boxed: most connections never negotiate it, and its state would otherwise make
     /// every idle connection larger.
     #[cfg(feature = "deflate")]
@@ -339,6 +344,7 @@ impl Connection {
             now,
             timers: Timers::new(now),
             charge: Charge::new(config.budget.as_ref()),
+            shutdown: Connection::enroll(&config),
             #[cfg(feature = "deflate")]
             deflate: None,
             config,

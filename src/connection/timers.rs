@@ -12,6 +12,7 @@
 //! | close | our close is out | the `close` call | `close_timeout` | fail, `Timeout::Close` |
 //! | teardown | the teardown | its start | `close_timeout` (clean) / `linger_timeout` (failed) | done |
 //! | memory | buffers are held | the last bytes received | 250 ms | the empty buffers are given back |
+//! | going away | open, the shutdown signal given (`Config::shutdown`) | the signal | at once | close 1001 queued behind the output |
 //!
 //! The memory timer keeps a busy connection's receive buffer and output chunk from one
 //! message to the next (no allocation per message) and gives them back once it has been
@@ -95,6 +96,9 @@ impl Connection {
             }
             Phase::Open | Phase::CloseReceived => {}
         }
+        if self.going_away_due() {
+            return Some(self.now);
+        }
         match t.ping_sent_at {
             Some(at) => add(c.pong_timeout.map(|d| at + d)),
             None => add(c.keepalive_interval.map(|d| t.last_rx + d)),
@@ -151,6 +155,9 @@ impl Connection {
                 return;
             }
             Phase::Open | Phase::CloseReceived => {}
+        }
+        if self.going_away_due() {
+            return self.go_away(now);
         }
         if due(c.idle_timeout.map(|d| t.last_progress + d)) {
             return self.fail(Error::Timeout(Timeout::Idle));
