@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connection::Config;
+use crate::connection::{Config, Shutdown};
 #[cfg(feature = "deflate")]
 use crate::deflate::DeflateConfig;
 use crate::handshake::{self, ClientRequest};
@@ -68,6 +68,29 @@ impl ServerConfig {
     pub fn with_deflate(mut self, deflate: Option<DeflateConfig>) -> Self {
         self.handshake.deflate = deflate;
         self
+    }
+}
+
+impl ServerConfig {
+    /// Sets the shutdown signal of every connection ([`Config::shutdown`]): at
+    /// [`Shutdown::trigger`] each goes away (its queued messages, then a close with 1001),
+    /// and the accept loops (`tokio::serve`, `handler::serve_handler`) stop accepting and
+    /// return once their connections are gone.
+    pub fn with_shutdown(mut self, shutdown: &Shutdown) -> Self {
+        self.connection.shutdown = Some(shutdown.clone());
+        self
+    }
+
+    /// For an accept loop: the shutdown signal, and how long to wait for the connections
+    /// after it: twice the close timeout (the flush and the peer's close within one, the
+    /// transport's close within the other), none without one.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn shutdown_limit(&self) -> (Option<Shutdown>, Option<Duration>) {
+        let c = &self.connection;
+        (
+            c.shutdown.clone(),
+            c.close_timeout.map(|t| t.saturating_mul(2)),
+        )
     }
 }
 

@@ -364,10 +364,16 @@ fn trace_end(frame: Option<&CloseFrame>, error: Option<&ws::Error>) {
 #[cfg(not(feature = "tracing"))]
 fn trace_end(_: Option<&CloseFrame>, _: Option<&ws::Error>) {}
 
-/// Accepts connections on `listener` forever; for each, calls `factory` with the peer's
-/// address to make its handler, runs the handshake and then the handler, each connection
-/// on its own task. At most [`ServerConfig::max_connections`] at once. A panicking
-/// handler ends its own connection only.
+/// Accepts connections on `listener`; for each, calls `factory` with the peer's address
+/// to make its handler, runs the handshake and then the handler, each connection on its
+/// own task. At most [`ServerConfig::max_connections`] at once. A panicking handler ends
+/// its own connection only.
+///
+/// It runs forever, unless the configuration has a shutdown signal
+/// ([`ServerConfig::with_shutdown`]): once that is given, nothing more is accepted, every
+/// connection sends what its callbacks queued and then a close with 1001 ("going away"),
+/// [`Handler::on_close`] runs when the peer has answered (or the close timeout has
+/// passed), and `serve_handler` returns, as [`tokio::serve`](crate::tokio::serve) does.
 pub async fn serve_handler<H, F>(
     listener: TcpListener,
     config: ServerConfig,
@@ -378,19 +384,21 @@ where
     F: Fn(SocketAddr) -> H + Send + Sync + 'static,
 {
     let acceptor = Acceptor::new(listener, config.max_connections);
+    let (shutdown, limit) = config.shutdown_limit();
     let config = Arc::new(config);
-    loop {
-        let (stream, peer, permit) = acceptor.next().await?;
-        let config = config.clone();
-        let handler = catch_unwind(AssertUnwindSafe(|| factory(peer)));
-        tokio::spawn(async move {
-            let _permit = permit;
-            let Ok(mut handler) = handler else { return };
-            if let Ok(ws) = ws::accept(stream, &config).await {
-                let _ = run(ws, &mut handler).await;
+    acceptor
+        .run(shutdown.as_ref(), limit, move |stream, peer, permit| {
+            let config = config.clone();
+            let handler = catch_unwind(AssertUnwindSafe(|| factory(peer)));
+            async move {
+                let _permit = permit;
+                let Ok(mut handler) = handler else { return };
+                if let Ok(ws) = ws::accept(stream, &config).await {
+                    let _ = run(ws, &mut handler).await;
+                }
             }
-        });
-    }
+        })
+        .await
 }
 
 /// Connects to `url` and runs `handler` until the connection ends. Returns `Ok(())`

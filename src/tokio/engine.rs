@@ -230,6 +230,9 @@ impl Engine {
                 return Poll::Ready(Err(self.closed_error()));
             }
         }
+        // The shutdown signal wakes this wait; going away queues our close behind the
+        // output this wait writes, and the close timer it starts is armed below.
+        self.conn.poll_going_away(cx.waker(), now);
         while self.poll_timer(cx) {
             if self.conn.is_closed() {
                 return Poll::Ready(Err(self.closed_error()));
@@ -575,9 +578,11 @@ impl Engine {
                 Poll::Pending => {}
             }
         }
-        // About to wait: the connection's next deadline is armed. A timer that fired
-        // may have queued a ping, failed the connection or ended its teardown.
-        if self.poll_timer(cx) {
+        // About to wait: the shutdown signal is to wake this wait (going away queues our
+        // close, to be written on the next pass), and the connection's next deadline is
+        // armed. A timer that fired may have queued a ping, failed the connection or
+        // ended its teardown.
+        if self.conn.poll_going_away(cx.waker(), now) || self.poll_timer(cx) {
             return None;
         }
         Some(Poll::Pending)

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream, lookup_host};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 
 use crate::codec::Role;
-use crate::connection::Config;
+use crate::connection::{Config, Shutdown};
 use crate::error::{Error, Timeout};
 use crate::handshake::Negotiated;
 
@@ -83,6 +84,62 @@ impl Acceptor {
                 Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
             }
         }
+    }
+
+    /// The accept loop of both servers: `open` makes the task of each accepted
+    /// connection (from its stream, its peer's address and its slot), spawned on its own.
+    ///
+    /// Without a shutdown signal it runs forever, its tasks detached. With one
+    /// ([`Config::shutdown`](crate::connection::Config::shutdown)) it runs until the signal
+    /// is given: then the listener is dropped (nothing more is accepted; what waits in the
+    /// backlog is refused) and the loop returns once every task has ended, the
+    /// connections having gone away, or `limit` after the signal, the tasks left then
+    /// aborted (their connections dropped).
+    pub(crate) async fn run<T>(
+        self,
+        shutdown: Option<&Shutdown>,
+        limit: Option<Duration>,
+        mut open: impl FnMut(TcpStream, SocketAddr, OwnedSemaphorePermit) -> T,
+    ) -> io::Result<()>
+    where
+        T: Future<Output = ()> + Send + 'static,
+    {
+        let Some(shutdown) = shutdown else {
+            loop {
+                let (stream, peer, permit) = self.next().await?;
+                tokio::spawn(open(stream, peer, permit));
+            }
+        };
+        // Held to be reaped as they end (the set holds one entry per live connection),
+        // waited for at the signal, and aborted if the loop is dropped.
+        let mut tasks = JoinSet::new();
+        let mut signal = shutdown.triggered();
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut signal => break,
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                accepted = self.next() => {
+                    let (stream, peer, permit) = accepted?;
+                    // Accepted while the signal was being given: refused (dropped) too.
+                    if shutdown.is_triggered() {
+                        break;
+                    }
+                    tasks.spawn(open(stream, peer, permit));
+                }
+            }
+        }
+        drop(self);
+        let ended = async { while tasks.join_next().await.is_some() {} };
+        match limit {
+            Some(limit) => {
+                if tokio::time::timeout(limit, ended).await.is_err() {
+                    tasks.shutdown().await;
+                }
+            }
+            None => ended.await,
+        }
+        Ok(())
     }
 }
 

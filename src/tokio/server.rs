@@ -166,7 +166,7 @@ async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, response: &[u8]) {
     let _ = stream.shutdown().await;
 }
 
-/// Accepts TCP connections on `listener` forever, runs the handshake on each (within the
+/// Accepts TCP connections on `listener`, runs the handshake on each (within the
 /// handshake timeout) and hands every opened connection to `handler` on its own task.
 ///
 /// At most [`ServerConfig::max_connections`] connections (handshaking or open) are handled
@@ -175,6 +175,42 @@ async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, response: &[u8]) {
 /// `TCP_NODELAY` is set on every connection (this layer batches its own writes). Errors
 /// from `accept` that concern one connection are skipped; others (out of file
 /// descriptors) pause the loop briefly.
+///
+/// It runs forever, unless the configuration has a shutdown signal
+/// ([`ServerConfig::with_shutdown`]). Once that is given, the listener is dropped (nothing
+/// more is accepted), every connection goes away (what it has queued is sent, then a
+/// close with 1001, "going away"; the peer's close is awaited within
+/// [`Config::close_timeout`]), and `serve` returns `Ok(())` when every handler has
+/// returned: within twice the close timeout after the signal (the output's flush and the
+/// peer's close within the first, the transport's close within the second), when the
+/// handlers' tasks are aborted with their connections. Dropping the future returned by
+/// `serve` aborts them too.
+///
+/// ```no_run
+/// use rapidws::tokio::{ServerConfig, Shutdown, WebSocket, serve};
+/// use tokio::net::{TcpListener, TcpStream};
+///
+/// async fn echo(mut ws: WebSocket<TcpStream>) {
+///     // At the signal `recv` sends what `send` left queued and the close, and returns
+///     // `Ok(None)` once the client has answered.
+///     while let Ok(Some(msg)) = ws.recv().await {
+///         if msg.is_data() && ws.send(msg).await.is_err() {
+///             return;
+///         }
+///     }
+/// }
+///
+/// # async fn run() -> std::io::Result<()> {
+/// let shutdown = Shutdown::new();
+/// let listener = TcpListener::bind("127.0.0.1:9001").await?;
+/// let config = ServerConfig::default().with_shutdown(&shutdown);
+/// let server = tokio::spawn(serve(listener, config, echo));
+/// tokio::signal::ctrl_c().await?;
+/// shutdown.trigger();
+/// server.await??; // every client got its messages and a 1001 close
+/// # Ok(())
+/// # }
+/// ```
 pub async fn serve<F, Fut>(
     listener: TcpListener,
     config: ServerConfig,
@@ -188,28 +224,31 @@ where
     let shared = Arc::new(config.connection.clone());
     let config = Arc::new(config);
     let handler = Arc::new(handler);
-    loop {
-        let (stream, _, permit) = acceptor.next().await?;
-        let config = config.clone();
-        let shared = shared.clone();
-        let handler = handler.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            // Both futures are boxed so that the task itself stays small and neither is
-            // stored twice: awaited inline, the handshake's state and the `WebSocket` it
-            // returns would each take room in the task next to the handler's future
-            // (which holds its own copy of the `WebSocket`) for the connection's whole
-            // life. The handshake's box is freed once it is done.
-            // (The `WebSocket` is moved into the handler's box in a statement of its own,
-            // so no local holding it lives across an await.)
-            let accepted = accept_shared(async { Ok(stream) }, &config, |_| Ok(()), Some(&shared));
-            let run = match Box::pin(accepted).await {
-                Ok(ws) => Box::pin(handler(ws)),
-                Err(_) => return,
-            };
-            run.await;
-        });
-    }
+    let (shutdown, limit) = config.shutdown_limit();
+    acceptor
+        .run(shutdown.as_ref(), limit, move |stream, _, permit| {
+            let config = config.clone();
+            let shared = shared.clone();
+            let handler = handler.clone();
+            async move {
+                let _permit = permit;
+                // Both futures are boxed so that the task itself stays small and neither
+                // is stored twice: awaited inline, the handshake's state and the
+                // `WebSocket` it returns would each take room in the task next to the
+                // handler's future (which holds its own copy of the `WebSocket`) for the
+                // connection's whole life. The handshake's box is freed once it is done.
+                // (The `WebSocket` is moved into the handler's box in a statement of its
+                // own, so no local holding it lives across an await.)
+                let accepted =
+                    accept_shared(async { Ok(stream) }, &config, |_| Ok(()), Some(&shared));
+                let run = match Box::pin(accepted).await {
+                    Ok(ws) => Box::pin(handler(ws)),
+                    Err(_) => return,
+                };
+                run.await;
+            }
+        })
+        .await
 }
 
 /// Accepts a `wss://` connection on `stream` (a freshly accepted TCP stream, or any
