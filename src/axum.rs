@@ -61,7 +61,7 @@ use http::{HeaderMap, Uri};
 use crate::deflate::DeflateConfig;
 use crate::handshake;
 use crate::hyper::Refusal;
-use crate::tokio::{Error, ServerConfig};
+use crate::tokio::{Error, ServerConfig, Shutdown};
 
 pub use crate::codec::CloseCode;
 pub use crate::hyper::HyperWebSocket;
@@ -144,6 +144,7 @@ struct Overrides {
     deflate: Option<Option<DeflateConfig>>,
     max_message_size: Option<usize>,
     max_frame_size: Option<usize>,
+    shutdown: Option<Shutdown>,
 }
 
 impl Overrides {
@@ -160,6 +161,9 @@ impl Overrides {
         }
         if let Some(n) = self.max_frame_size {
             config.connection.max_frame_size = n;
+        }
+        if let Some(s) = self.shutdown {
+            config.connection.shutdown = Some(s);
         }
         config
     }
@@ -255,6 +259,55 @@ impl WebSocketUpgrade {
         self
     }
 
+    /// Puts the connection under `shutdown`: it goes away when the signal is given (its
+    /// queued messages, then a close with 1001), as the connections of
+    /// [`tokio::serve`](crate::tokio::serve) do. axum's own graceful shutdown does not
+    /// reach the WebSockets its routes handed over (they are off its HTTP connections
+    /// then); this does. [`ServerConfig::with_shutdown`] in [`config`](Self::config)
+    /// does the same.
+    ///
+    /// ```no_run
+    /// use axum::Router;
+    /// use axum::routing::any;
+    /// use rapidws::axum::{WebSocket, WebSocketUpgrade};
+    /// use rapidws::tokio::Shutdown;
+    ///
+    /// async fn echo(mut ws: WebSocket) {
+    ///     while let Ok(Some(msg)) = ws.recv().await {
+    ///         if msg.is_data() && ws.send(msg).await.is_err() {
+    ///             return;
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// # async fn run() -> std::io::Result<()> {
+    /// let shutdown = Shutdown::new();
+    /// let route = {
+    ///     let shutdown = shutdown.clone();
+    ///     any(move |ws: WebSocketUpgrade| async move { ws.shutdown(&shutdown).on_upgrade(echo) })
+    /// };
+    /// let app = Router::new().route("/ws", route);
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+    /// let signal = {
+    ///     let shutdown = shutdown.clone();
+    ///     async move {
+    ///         let _ = tokio::signal::ctrl_c().await;
+    ///         shutdown.trigger();
+    ///     }
+    /// };
+    /// // axum stops accepting and finishes its HTTP requests; the signal sent every
+    /// // WebSocket its 1001 meanwhile. Then wait for them, bounded: twice the close
+    /// // timeout (5 s) is what they take at most, unless a route awaits something else.
+    /// axum::serve(listener, app).with_graceful_shutdown(signal).await?;
+    /// let _ = tokio::time::timeout(std::time::Duration::from_secs(10), shutdown.drained()).await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shutdown(mut self, shutdown: &Shutdown) -> Self {
+        self.overrides.shutdown = Some(shutdown.clone());
+        self
+    }
+
     /// Calls `callback` with the error when hyper fails to hand the connection over after
     /// the 101 response (the client went away first); by default such failures are
     /// dropped.
@@ -334,6 +387,7 @@ mod tests {
             deflate: Some(Some(DeflateConfig::default())),
             max_message_size: Some(1000),
             max_frame_size: None,
+            shutdown: None,
         };
         let applied = overrides.apply(config);
         assert_eq!(applied.handshake.subprotocols, ["chat"]);

@@ -85,6 +85,14 @@
 //!
 //! The responses have a `String` body, which hyper serves as it is; use
 //! `response.map(Into::into)` for another body type.
+//!
+//! # Shutdown
+//!
+//! A WebSocket is no longer hyper's once the connection (or stream) is handed over, so
+//! hyper's graceful shutdown does not reach it. Give `config` a shutdown signal
+//! ([`ServerConfig::with_shutdown`]): every WebSocket it upgrades goes away when the
+//! signal is given (its queued messages, then a close with 1001), and
+//! [`Shutdown::drained`](crate::tokio::Shutdown::drained) waits until they are gone.
 
 use std::fmt;
 use std::future::Future;

@@ -225,3 +225,52 @@ async fn max_message_size_zero_means_the_default_not_refuse_everything() {
     assert_eq!(bounded(ws.recv()).await.unwrap(), Some(big));
     bounded(ws.close(1000, "")).await.unwrap();
 }
+
+/// axum's graceful shutdown does not reach the WebSockets its routes handed over; a route
+/// that puts its upgrade under a `Shutdown` signal does: at the signal the client gets
+/// what the route sent, then 1001, and `drained` sees the connection gone.
+#[tokio::test]
+async fn a_route_under_a_shutdown_signal_goes_away_with_axum() {
+    let shutdown = rapidws::tokio::Shutdown::new();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let route = {
+        let shutdown = shutdown.clone();
+        get(move |ws: WebSocketUpgrade| async move {
+            ws.shutdown(&shutdown).on_upgrade(|mut ws| async move {
+                // Queued, not written: the receive writes it, then the close.
+                ws.feed(Message::text("last words")).await.unwrap();
+                while let Ok(Some(_)) = ws.recv().await {}
+            })
+        })
+    };
+    let app = Router::new().route("/ws", route);
+    let server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.triggered())
+            .into_future(),
+    );
+    let mut ws = bounded(connect(&format!("ws://{addr}/ws"), &client(false)))
+        .await
+        .unwrap();
+    bounded(async {
+        while shutdown.connections() == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    shutdown.trigger();
+    assert_eq!(
+        bounded(ws.recv()).await.unwrap(),
+        Some(Message::text("last words"))
+    );
+    match bounded(ws.recv()).await.unwrap() {
+        Some(Message::Close(Some(frame))) => {
+            assert_eq!((frame.code.0, frame.reason.as_str()), (1001, "going away"))
+        }
+        other => panic!("expected a 1001 close, got {other:?}"),
+    }
+    assert_eq!(bounded(ws.recv()).await.unwrap(), None);
+    bounded(shutdown.drained()).await;
+    bounded(server).await.unwrap().unwrap();
+}
