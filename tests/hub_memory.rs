@@ -543,3 +543,81 @@ async fn a_published_prepared_message_keeps_its_choice_of_compression() {
         bounded(ws.close(1000, "")).await.unwrap();
     }
 }
+
+/// A broker that confirms every subscription and records the topics the hub gives up.
+#[derive(Clone, Default)]
+struct Recording {
+    link: Arc<OnceLock<Link>>,
+    unsubscribed: Arc<std::sync::Mutex<Vec<Topic>>>,
+}
+
+impl Broker for Recording {
+    fn start(&self, link: Link) {
+        let _ = self.link.set(link);
+    }
+    fn interest_changed(&self) {
+        if let Some(l) = self.link.get() {
+            let i = l.take_interest(usize::MAX);
+            l.subscribed(&i.subscribe);
+            self.unsubscribed.lock().unwrap().extend(i.unsubscribe);
+        }
+    }
+    fn publish(&self, _: &Topic, _: Bytes) {}
+}
+
+/// At the shutdown signal every subscriber gets what was published to it, then 1001; its
+/// connection leaves its topics, and the broker is told to unsubscribe from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_tells_every_subscriber_and_unsubscribes_the_broker() {
+    const SUBSCRIBERS: usize = 20;
+    const PUBLICATIONS: u64 = 10;
+    let shutdown = rapidws::tokio::Shutdown::new();
+    let broker = Recording::default();
+    let b = broker.clone();
+    let node = Node::start(
+        move || Hub::builder().broker(b),
+        server_config().with_shutdown(&shutdown),
+    );
+    let topic = |i: usize| if i.is_multiple_of(2) { "a" } else { "b" };
+    let mut clients = Vec::new();
+    for i in 0..SUBSCRIBERS {
+        clients.push(subscriber(node.addr, topic(i), i % 4 < 2).await);
+    }
+    until("every subscriber", || {
+        let m = node.hub.metrics();
+        m.subscribers("a") + m.subscribers("b") == SUBSCRIBERS
+    })
+    .await;
+    // Published, not read yet: on the server when the signal comes.
+    for seq in 0..PUBLICATIONS {
+        for t in ["a", "b"] {
+            node.hub.publish(t, payload(0, seq, 100).as_str()).unwrap();
+        }
+    }
+    shutdown.trigger();
+    for mut ws in clients {
+        let mut seqs = Vec::new();
+        let close = loop {
+            match bounded(ws.recv()).await.unwrap() {
+                Some(Message::Text(t)) => seqs.push(parse(t.as_str()).unwrap().1),
+                Some(Message::Close(frame)) => break frame.expect("a close frame"),
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        check_sequence(&seqs, PUBLICATIONS, true).unwrap();
+        assert_eq!((close.code.0, close.reason.as_str()), (1001, "going away"));
+        assert_eq!(bounded(ws.recv()).await.unwrap(), None);
+    }
+    until("every subscriber left", || {
+        let m = node.hub.metrics();
+        m.subscribers("a") + m.subscribers("b") == 0 && m.connections == 0
+    })
+    .await;
+    until("the broker unsubscribed", || {
+        let mut gone = broker.unsubscribed.lock().unwrap().clone();
+        gone.sort();
+        gone.iter().map(|t| &**t).eq(["a", "b"])
+    })
+    .await;
+    until("every connection dropped", || shutdown.connections() == 0).await;
+}
