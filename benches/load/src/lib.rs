@@ -50,6 +50,9 @@ pub struct ServerArgs {
     /// shared memory budget, the message deadline and the idle timeout (rapidws), to
     /// measure what they cost.
     pub unbounded: bool,
+    /// Put every connection under a shutdown signal (never given), to measure what that
+    /// costs (rapidws).
+    pub shutdown: bool,
     /// zlib memory level (1..=9) instead of the library's default (rapidws).
     pub mem_level: Option<u8>,
     /// Largest window the server compresses with (9..=15), answered to every offer
@@ -75,6 +78,7 @@ impl ServerArgs {
                 "--feed" => out.feed = true,
                 "--handler" => out.handler = true,
                 "--unbounded" => out.unbounded = true,
+                "--shutdown" => out.shutdown = true,
                 "--level" => {
                     out.level = Some(
                         args.next()

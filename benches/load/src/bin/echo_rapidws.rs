@@ -7,11 +7,12 @@
 //! vectored write when the next `recv` finds nothing more to read (its documented way
 //! to batch); `--handler` echoes from `Handler::on_message` under `serve_handler`, the
 //! event-handler API; `--unbounded` turns the memory budget, the message deadline and the
-//! idle timeout off (on by default) to measure what they cost.
+//! idle timeout off (on by default) to measure what they cost; `--shutdown` puts every
+//! connection under a shutdown signal that is never given, to measure what that costs.
 
 use rapidws::deflate::DeflateConfig;
 use rapidws::handler::{Handler, Socket, serve_handler};
-use rapidws::tokio::{Message, ServerConfig, WebSocket, serve};
+use rapidws::tokio::{Message, ServerConfig, Shutdown, WebSocket, serve};
 use rapidws_load::{ServerArgs, announce, runtime};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -44,6 +45,11 @@ fn main() -> std::io::Result<()> {
                 .with_message_timeout(None)
                 .with_idle_timeout(None);
             config = config.with_connection(connection);
+        }
+        // Kept for the life of the server: the signal is never given.
+        let shutdown = Shutdown::new();
+        if args.shutdown {
+            config = config.with_shutdown(&shutdown);
         }
         if args.handler {
             serve_handler(listener, config, |_peer| Echo).await
