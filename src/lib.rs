@@ -568,6 +568,7 @@ pub mod guide {
             "axum" "[axum-mod]": "mod@crate::axum", "axum/index.html";
             "axum" "[axum-upgrade]": "crate::axum::WebSocketUpgrade", "axum/struct.WebSocketUpgrade.html";
             "axum" "[axum-headers]": "crate::axum::WebSocketUpgrade::headers", "axum/struct.WebSocketUpgrade.html#method.headers";
+            "axum" "[axum-shutdown]": "crate::axum::WebSocketUpgrade::shutdown", "axum/struct.WebSocketUpgrade.html#method.shutdown";
             "hyper" "[hyper-ws]": "crate::hyper::HyperWebSocket", "hyper/type.HyperWebSocket.html";
             "hyper" "[hyper-upgrade]": "fn@crate::hyper::upgrade", "hyper/fn.upgrade.html";
             "hyper" "[hyper-is-deflate]": "crate::hyper::UpgradeFuture::is_deflate", "hyper/struct.UpgradeFuture.html#method.is_deflate";
