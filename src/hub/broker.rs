@@ -170,6 +170,29 @@ impl Link {
         }
     }
 
+    /// Part of the broker's subscriptions is lost: `topics` no longer receive remote
+    /// publications (their Redis Cluster master went away, or their slot moved). The hub
+    /// reports it ([`HubEvent::BrokerDegraded`], [`Hub::broker_ready`](super::Hub::broker_ready)
+    /// false for each, [`HubMetrics::broker_up`](super::HubMetrics::broker_up) false)
+    /// until [`restored`](Self::restored); the other topics go on.
+    pub fn lost(&self, topics: &[Topic], reason: &str) {
+        self.with(|h| h.broker_lost(topics, reason));
+    }
+
+    /// The broker is subscribed to `topics` again after [`lost`](Self::lost), where they
+    /// now live. Call it before delivering anything more for them: the hub catches them up
+    /// from the broker's history (or starts new epochs in its rings, since the node may
+    /// have missed publications), marks them ready and, once nothing is lost, reports the
+    /// broker up. Returns the topics it could not catch up (the history did not answer):
+    /// they stay lost, and the broker must not deliver for them before a later call
+    /// succeeds.
+    pub fn restored(&self, topics: Vec<Topic>) -> BoxFuture<'static, Vec<Topic>> {
+        match self.hub.upgrade() {
+            Some(h) => Box::pin(async move { h.restore(topics).await }),
+            None => Box::pin(async { Vec::new() }),
+        }
+    }
+
     /// The broker is connected for the first time.
     pub fn up(&self) {
         self.with(|h| h.broker_up());

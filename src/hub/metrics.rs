@@ -44,7 +44,8 @@ pub struct HubMetrics {
     pub broker_invalid: u64,
     /// Publications the broker could not send (its queue full, the server refusing).
     pub broker_dropped: u64,
-    /// Times the broker's connection was lost.
+    /// Times the broker's connection was lost, or (in a Redis Cluster) a part of its
+    /// subscriptions ([`HubEvent::BrokerDegraded`](super::HubEvent::BrokerDegraded)).
     pub broker_disconnects: u64,
     /// Publications with history that could not be recorded (broker away) and went to
     /// local subscribers only.
@@ -53,8 +54,13 @@ pub struct HubMetrics {
     pub epoch_changes: u64,
     /// Publications replayed to recovering subscribers.
     pub recovered: u64,
-    /// Whether the broker is connected now.
+    /// Whether the broker is connected now and subscribed to every live topic (false
+    /// while it is down or degraded).
     pub broker_up: bool,
+    /// Topics whose broker subscription is lost now (their Redis Cluster master away,
+    /// or their slot moved): remote publications on them do not arrive until it is
+    /// restored.
+    pub broker_lost_topics: usize,
     /// Connections joined now.
     pub connections: usize,
     /// Bytes waiting in the send queues of the joined connections.
@@ -150,11 +156,16 @@ impl HubMetrics {
                 self.recovered,
             ),
         ];
-        let gauges: [(&str, &str, u64); 3] = [
+        let gauges: [(&str, &str, u64); 4] = [
             (
                 "broker_up",
-                "1 while the broker is connected.",
+                "1 while the broker is connected and subscribed to every live topic.",
                 u64::from(self.broker_up),
+            ),
+            (
+                "broker_lost_topics",
+                "Topics whose broker subscription is lost (a cluster shard away or moved).",
+                self.broker_lost_topics as u64,
             ),
             (
                 "connections",

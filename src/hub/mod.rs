@@ -80,7 +80,10 @@
 //! Losing the broker is a [`HubEvent::BrokerDown`] and a metric; local fan-out goes on.
 //! The broker reconnects with backoff, subscribes to every live topic again, and the hub
 //! marks the gap: it catches up from the broker's history, or changes the epoch
-//! ([`HubEvent::EpochChanged`]). Bad input from a broker (over
+//! ([`HubEvent::EpochChanged`]). A broker that loses only part of its subscriptions (one
+//! master of a Redis Cluster) reports those topics lost instead
+//! ([`HubEvent::BrokerDegraded`], [`HubMetrics::broker_lost_topics`]); they are caught up
+//! the same way once subscribed again, and the other topics go on. Bad input from a broker (over
 //! [`HubConfig::max_message_size`], a malformed envelope, text that is not UTF-8) is
 //! dropped and counted ([`HubMetrics::broker_invalid`]), never a panic.
 
@@ -264,7 +267,11 @@ pub(crate) struct Shared {
     counters: Counters,
     events: broadcast::Sender<HubEvent>,
     next_conn: AtomicU64,
+    /// The broker is connected (set by [`Link::up`], cleared by [`Link::down`]).
     broker_up: AtomicBool,
+    /// Live topics whose broker subscription is lost ([`Link::lost`]) until
+    /// [`Link::restored`]; locked after `topics` when both are.
+    lost: Mutex<HashSet<Topic>>,
     last_sweep: Mutex<Instant>,
 }
 
@@ -352,6 +359,7 @@ impl HubBuilder {
             events,
             next_conn: AtomicU64::new(1),
             broker_up: AtomicBool::new(!needs_runtime),
+            lost: Mutex::default(),
             last_sweep: Mutex::new(Instant::now()),
         });
         shared.broker.start(Link {
@@ -562,7 +570,8 @@ impl Shared {
 
     fn metrics(&self) -> HubMetrics {
         let mut m = HubMetrics::from_counters(&self.counters);
-        m.broker_up = self.broker_up.load(Relaxed);
+        m.broker_lost_topics = lock(&self.lost).len();
+        m.broker_up = self.broker_up.load(Relaxed) && m.broker_lost_topics == 0;
         {
             let conns = lock(&self.conns);
             m.connections = conns.len();
@@ -632,7 +641,40 @@ impl Shared {
     }
 
     fn broker_up(&self) {
-        if !self.broker_up.swap(true, Relaxed) {
+        if !self.broker_up.swap(true, Relaxed) && lock(&self.lost).is_empty() {
+            self.emit(HubEvent::BrokerUp);
+        }
+    }
+
+    /// The broker lost its subscriptions to `topics` (those still live): they are not
+    /// ready until [`broker_restored`](Self::broker_restored).
+    fn broker_lost(&self, topics: &[Topic], reason: &str) {
+        let mut newly = Vec::new();
+        {
+            let map = read(&self.topics);
+            let mut lost = lock(&self.lost);
+            for t in topics {
+                if let Some(state) = map.get(t) {
+                    state.ready.store(false, Relaxed);
+                    if lost.insert(state.name.clone()) {
+                        newly.push(state.name.clone());
+                    }
+                }
+            }
+        }
+        if !newly.is_empty() {
+            self.counters.broker_disconnects.fetch_add(1, Relaxed);
+            self.emit(HubEvent::BrokerDegraded {
+                reason: reason.to_owned(),
+                topics: newly,
+            });
+        }
+    }
+
+    /// `topic` is no longer lost (restored, or no longer live): reports the broker up
+    /// when it was the last one and the broker is connected.
+    fn unlose(&self, lost: &mut HashSet<Topic>, topic: &Topic) {
+        if lost.remove(topic) && lost.is_empty() && self.broker_up.load(Relaxed) {
             self.emit(HubEvent::BrokerUp);
         }
     }

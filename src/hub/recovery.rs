@@ -170,12 +170,51 @@ impl Shared {
     /// epochs in the node's rings.
     pub(super) async fn recover_gap(self: Arc<Self>) {
         let topics: Vec<Arc<TopicState>> = read(&self.topics).values().cloned().collect();
-        if self.config.history.is_none() {
-            self.mark_ready(&topics.iter().map(|t| t.name.clone()).collect::<Vec<_>>());
-            self.broker_up();
-            return;
+        if self.config.history.is_some() {
+            self.catch_up(&topics).await;
         }
+        self.mark_ready(&self.wanted_topics());
+        self.broker_up();
+    }
+
+    /// After [`Link::lost`]: catches `topics` up and marks them ready; returns those whose
+    /// history did not answer (still lost, not ready).
+    pub(super) async fn restore(self: Arc<Self>, topics: Vec<Topic>) -> Vec<Topic> {
+        let states: Vec<Arc<TopicState>> = {
+            let map = read(&self.topics);
+            topics.iter().filter_map(|t| map.get(t).cloned()).collect()
+        };
+        let failed = if self.config.history.is_some() {
+            self.catch_up(&states).await
+        } else {
+            Vec::new()
+        };
+        let done: Vec<Topic> = states
+            .iter()
+            .map(|s| s.name.clone())
+            .filter(|t| !failed.contains(t))
+            .collect();
+        // The topic map first, then the lost set (the order drop_if_idle takes them in).
+        let map = read(&self.topics);
+        let mut lost = lock(&self.lost);
+        for t in &done {
+            if let Some(state) = map.get(t) {
+                state.ready.store(true, Relaxed);
+                state.ready_notify.notify_waiters();
+            }
+            self.unlose(&mut lost, t);
+        }
+        failed
+    }
+
+    /// Catches each of `topics` up on what the node may have missed while the broker was
+    /// away: with the broker's history, the publications after the last one delivered
+    /// (in order, before anything newer), or an epoch change when the history no longer
+    /// covers the gap (it was lost, trimmed, or holds more than one replay); with the
+    /// node's rings, a new epoch. Returns the topics whose history did not answer.
+    async fn catch_up(&self, topics: &[Arc<TopicState>]) -> Vec<Topic> {
         let limit = self.config.history.as_ref().map_or(0, |h| h.max_replay);
+        let mut failed = Vec::new();
         for state in topics {
             if self.records().is_none() {
                 let mut order = lock(&state.order);
@@ -197,24 +236,31 @@ impl Shared {
                 continue;
             };
             let Ok(page) = self.fetch_history(&state.name, last.offset, limit).await else {
+                failed.push(state.name.clone());
                 continue;
             };
             let mut order = lock(&state.order);
-            let Some(top) = page.top else { continue };
-            let first = page.entries.first().map(|(o, _)| *o);
             let Some(last) = order.last else { continue };
-            if top.epoch != last.epoch
-                || (top.offset > last.offset && first != Some(last.offset + 1))
-            {
-                self.counters.epoch_changes.fetch_add(1, Relaxed);
-                self.emit(HubEvent::EpochChanged {
-                    topic: state.name.clone(),
-                    previous: last,
-                    current: top,
-                });
-                order.last = Some(top);
-                continue;
-            }
+            let first = page.entries.first().map(|(o, _)| *o);
+            let top = match page.top {
+                Some(top)
+                    if top.epoch == last.epoch
+                        && (top.offset <= last.offset || first == Some(last.offset + 1)) =>
+                {
+                    top
+                }
+                // The history is gone (the server lost its data, or it expired), or no
+                // longer reaches back to the last one delivered: the gap cannot be filled.
+                other => {
+                    let current = other.unwrap_or(Position {
+                        offset: 0,
+                        epoch: 0,
+                    });
+                    self.epoch_changed(state, last, current);
+                    order.last = other;
+                    continue;
+                }
+            };
             for (offset, data) in page.entries {
                 if offset <= order.last.map_or(0, |l| l.offset) {
                     continue;
@@ -230,11 +276,26 @@ impl Shared {
                 order.last = Some(position);
                 let except = (env.origin == self.node).then_some(env.exclude).flatten();
                 if let Some(msg) = self.frame(&state.name, env.kind, &env.payload, Some(position)) {
-                    self.fan_out(&state, &msg, Some(position), except);
+                    self.fan_out(state, &msg, Some(position), except);
                 }
             }
+            // More missed than one replay holds: the rest cannot be delivered in order.
+            if let Some(reached) = order.last
+                && reached.offset < top.offset
+            {
+                self.epoch_changed(state, reached, top);
+                order.last = Some(top);
+            }
         }
-        self.mark_ready(&self.wanted_topics());
-        self.broker_up();
+        failed
+    }
+
+    fn epoch_changed(&self, state: &TopicState, previous: Position, current: Position) {
+        self.counters.epoch_changes.fetch_add(1, Relaxed);
+        self.emit(HubEvent::EpochChanged {
+            topic: state.name.clone(),
+            previous,
+            current,
+        });
     }
 }

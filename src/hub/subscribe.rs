@@ -156,6 +156,7 @@ impl Shared {
         }
         map.remove(&state.name);
         self.note_interest(&state.name, false);
+        self.unlose(&mut lock(&self.lost), &state.name);
         true
     }
 

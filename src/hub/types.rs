@@ -11,10 +11,25 @@ pub enum HubEvent {
         /// What happened.
         reason: String,
     },
-    /// The broker is connected and subscribed to every live topic.
+    /// The broker is connected and subscribed to every live topic (after
+    /// [`BrokerDown`](Self::BrokerDown), or once nothing is lost any more after
+    /// [`BrokerDegraded`](Self::BrokerDegraded)).
     BrokerUp,
-    /// A topic's numbering restarted: publications may have been missed since
-    /// `previous`. Subscribers that track positions should resynchronise.
+    /// Part of the broker's subscriptions is lost (a Redis Cluster master went away, or
+    /// its slots moved): remote publications on `topics` do not arrive until the broker
+    /// has subscribed them again where they now live and the hub has caught them up
+    /// (then [`BrokerUp`](Self::BrokerUp), once nothing is lost). Meanwhile
+    /// [`Hub::broker_ready`] is false for each of them; the other topics go on.
+    BrokerDegraded {
+        /// What happened.
+        reason: String,
+        /// The topics newly lost.
+        topics: Vec<Topic>,
+    },
+    /// A topic's numbering restarted, or its history no longer covers a gap:
+    /// publications may have been missed since `previous`. Subscribers that track
+    /// positions should resynchronise. `current` is where the topic stands now (offset 0,
+    /// epoch 0 when its history is gone and nothing was published since).
     EpochChanged {
         /// The topic.
         topic: Topic,

@@ -322,6 +322,89 @@ impl RedisCluster {
         }
     }
 
+    /// `CLUSTER MYID` of the node on `port`.
+    pub fn node_id(&self, port: u16) -> String {
+        self.cli(port, &["cluster", "myid"]).trim().to_string()
+    }
+
+    /// Moves `slot`, with its keys, from master `from` to master `to`, the way
+    /// `redis-cli --cluster reshard` does: importing and migrating states, `MIGRATE` of
+    /// the keys, then the new owner announced to every master.
+    pub fn move_slot(&self, slot: u16, from: usize, to: usize) {
+        let (src, dst) = (self.masters[from].port, self.masters[to].port);
+        let (src_id, dst_id) = (self.node_id(src), self.node_id(dst));
+        let slot = slot.to_string();
+        let ok = |out: String| assert!(out.contains("OK"), "{out}");
+        ok(self.cli(dst, &["cluster", "setslot", &slot, "importing", &src_id]));
+        ok(self.cli(src, &["cluster", "setslot", &slot, "migrating", &dst_id]));
+        let keys = self.cli(src, &["cluster", "getkeysinslot", &slot, "1000"]);
+        let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+        if !keys.is_empty() {
+            let port = dst.to_string();
+            let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
+            args.extend(&keys);
+            ok(self.cli(src, &args));
+        }
+        // Once per node: each SETSLOT NODE makes the owner drop the slot's shard channels
+        // (Redis deletes the slot and adds it again), so a repeat on the new owner would
+        // unsubscribe everyone there once more.
+        let others = self
+            .masters
+            .iter()
+            .filter(|m| m.child.is_some())
+            .map(|m| m.port);
+        for port in [dst, src]
+            .into_iter()
+            .chain(others.filter(|p| ![src, dst].contains(p)))
+        {
+            ok(self.cli(port, &["cluster", "setslot", &slot, "node", &dst_id]));
+        }
+    }
+
+    /// Starts a replica of master `of`, joined to the cluster and in sync with it.
+    pub fn add_replica(&self, of: usize) -> Server {
+        let binary = server_binary("redis-server").expect("redis-server");
+        let replica = Server::redis_cluster_node(binary);
+        let master = self.masters[of].port;
+        self.cli(
+            replica.port,
+            &["cluster", "meet", "127.0.0.1", &master.to_string()],
+        );
+        let id = self.node_id(master);
+        let deadline = Instant::now() + LIMIT;
+        // It must know its master (gossip) before it can replicate it.
+        while !self
+            .cli(replica.port, &["cluster", "replicate", &id])
+            .contains("OK")
+        {
+            assert!(Instant::now() < deadline, "the replica never joined");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        while !self
+            .cli(replica.port, &["info", "replication"])
+            .contains("master_link_status:up")
+        {
+            assert!(Instant::now() < deadline, "the replica never synced");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        replica
+    }
+
+    /// Promotes `replica` with a manual `CLUSTER FAILOVER` (it waits for the replica to
+    /// catch up, then the old master becomes its replica); returns once it is master.
+    pub fn failover(&self, replica: &Server) {
+        let deadline = Instant::now() + LIMIT;
+        let out = self.cli(replica.port, &["cluster", "failover"]);
+        assert!(out.contains("OK"), "{out}");
+        while !self
+            .cli(replica.port, &["info", "replication"])
+            .contains("role:master")
+        {
+            assert!(Instant::now() < deadline, "the failover never happened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `CLUSTER KEYSLOT key`.
     pub fn keyslot(&self, key: &str) -> u16 {
         self.cli(self.masters[0].port, &["cluster", "keyslot", key])

@@ -2,7 +2,8 @@
 //! `redis` crate on tokio, and, when the hub keeps history, Redis Streams for it; against
 //! one server, or a Redis Cluster with sharded pub/sub.
 //!
-//! Two connections per node: a dedicated pub/sub connection, subscribed to the channels
+//! Against one server, two connections per node: a dedicated pub/sub connection,
+//! subscribed to the channels
 //! of the topics the node has local subscribers for (in batches of
 //! [`RedisConfig::batch`]), and a multiplexed command connection for publishing
 //! (pipelined, in batches) and history. Both reconnect with exponential backoff; after a
@@ -21,10 +22,12 @@
 //! In cluster mode ([`RedisConfig::cluster`]) the channels are shard channels
 //! (`SSUBSCRIBE`, `SPUBLISH`, Redis 7.0 or later): a publication goes to the master that
 //! owns its topic's slot and reaches only the nodes subscribed there, instead of every
-//! server of the cluster. Both connections are cluster connections (RESP3 for the pub/sub
-//! one) that follow the slot map; subscriptions and publication pipelines are split by
-//! slot, and the script only touches the keys and channel of one topic, all in that
-//! topic's slot.
+//! server of the cluster. The command connection is the `redis` crate's cluster
+//! connection, which follows the slot map; publication pipelines are split by slot, and
+//! the script only touches the keys and channel of one topic, all in that topic's slot.
+//! The pub/sub side holds one connection per master itself and keeps every live topic
+//! subscribed on the master that owns its slot; a topic it cannot vouch for is reported
+//! lost until it is subscribed there again and caught up (see `cluster.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -36,7 +39,7 @@ use futures_core::future::BoxFuture;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, Slot};
+use redis::cluster_routing::Slot;
 use redis::{AsyncConnectionConfig, Client, ErrorKind, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, mpsc};
 
@@ -94,11 +97,13 @@ pub struct RedisConfig {
     /// Prefix of every channel and key. Default `rapidws`.
     pub prefix: String,
     /// Publications waiting for the server; past this they are dropped and counted. In
-    /// cluster mode also the publications received and waiting to be delivered (while a
-    /// lost master is recovered); past this they are dropped and counted, and the node
-    /// catches up from the streams. Default 65,536.
+    /// cluster mode also what the masters sent and the subscriber has not read yet (it
+    /// reads between subscribing and catching up); past this it is dropped and counted,
+    /// and every topic is reported lost, subscribed again and caught up from the streams.
+    /// Default 65,536.
     pub queue_capacity: usize,
-    /// Most channels per SUBSCRIBE and most publications per pipeline. Default 512.
+    /// Most channels per SUBSCRIBE (in cluster mode, per pipeline of one-channel
+    /// SSUBSCRIBEs) and most publications per pipeline. Default 512.
     pub batch: usize,
     /// First reconnect delay, doubled after each failure. Default 100 ms.
     pub backoff_min: Duration,
@@ -106,6 +111,11 @@ pub struct RedisConfig {
     pub backoff_max: Duration,
     /// Connect and response timeout of each connection. Default 2 s.
     pub timeout: Duration,
+    /// Cluster mode: how often the broker reads the cluster's slot map (`CLUSTER
+    /// SLOTS`), to find slots whose master changed without its connections showing it
+    /// (a failover whose old master is still reachable, a node replaced under a new id).
+    /// Default 1 s.
+    pub topology_interval: Duration,
 }
 
 impl RedisConfig {
@@ -120,6 +130,7 @@ impl RedisConfig {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
+            topology_interval: Duration::from_secs(1),
         }
     }
 
@@ -128,23 +139,32 @@ impl RedisConfig {
     /// publication is handled by the master that owns its topic's slot and reaches only
     /// the nodes subscribed to the topic, and topics spread over the shards.
     ///
-    /// The pub/sub connection holds one connection per master and follows the cluster's
-    /// slot map. When a master's connection is lost the hub is told
-    /// ([`HubEvent::BrokerDown`](super::HubEvent::BrokerDown)); the broker subscribes
-    /// every live topic again once the master is back (or a replica took its slots),
-    /// holding what the other shards send meanwhile (up to
-    /// [`queue_capacity`](Self::queue_capacity)), and the hub catches up from the streams
-    /// before the held publications are delivered, so every subscriber still sees each
-    /// publication once and in order. Publications for the lost master's topics are
-    /// delivered locally, unrecorded, until it is back.
+    /// The broker holds one pub/sub connection per master and keeps every live topic
+    /// subscribed on the master that owns its slot. A topic is delivered only while its
+    /// subscription is confirmed there; whatever ends that is seen and reported: the
+    /// master's connection breaks (it died or restarted, with or without its data), the
+    /// master drops the channel because its slot moved (a reshard, a failover that
+    /// demoted it), or the slot map, read every
+    /// [`topology_interval`](Self::topology_interval), names another master for the slot
+    /// (a failover whose old master is still reachable, a node replaced under a new id).
     ///
-    /// Known limitation: when a master comes back **without its data** (no replica, no
-    /// append-only file), one node now and then ends up without its subscription on that
-    /// master although it reports the broker up (seen in 3 of 14 runs of
-    /// `tests/hub_redis_cluster.rs` with `RAPIDWS_CLUSTER_EMPTY_RESTART=1`): its
-    /// subscribers of that master's topics miss publications until its next reconnect.
-    /// Run masters with replicas or persistence. A master back with its data, and every
-    /// other fault above, is covered by the test CI runs.
+    /// The topics of a lost master are reported lost
+    /// ([`HubEvent::BrokerDegraded`](super::HubEvent::BrokerDegraded),
+    /// [`Hub::broker_ready`](super::Hub::broker_ready) false for each,
+    /// [`HubMetrics::broker_up`](super::HubMetrics::broker_up) false), and subscribed
+    /// again, with backoff, on the master that owns them now (`MOVED` or `ASK` make the
+    /// broker read the slot map again). Once confirmed there, the hub catches them up from
+    /// the streams before anything newer is delivered: what was recorded meanwhile comes
+    /// in order, and when the history is gone (a master back without its data) the topic's
+    /// epoch changes ([`HubEvent::EpochChanged`](super::HubEvent::EpochChanged), and
+    /// [`Recovery::EpochChanged`](super::Recovery::EpochChanged) for clients that come back
+    /// with a position), so no gap goes unreported. A catch-up the master cannot serve yet
+    /// (still loading, or not back in its cluster) is tried again later, the topic still
+    /// reported lost. When every topic is held again the hub reports
+    /// [`HubEvent::BrokerUp`](super::HubEvent::BrokerUp). The other masters' topics go on
+    /// live meanwhile, and publications for the lost master's topics are delivered
+    /// locally, unrecorded, until it is back. Only when no master answers at all is the
+    /// broker down ([`HubEvent::BrokerDown`](super::HubEvent::BrokerDown)).
     ///
     /// ```
     /// use rapidws::hub::{Hub, RedisBroker, RedisConfig};
@@ -200,6 +220,9 @@ enum Backend {
         /// For the command connection (RESP2, no push messages); boxed, it is twice
         /// the size of a [`Client`].
         commands: Box<ClusterClient>,
+        /// The configured nodes, parsed: where the subscriber reads the slot map from,
+        /// and how it reaches every master (credentials, TLS).
+        seeds: Vec<redis::ConnectionInfo>,
     },
 }
 
@@ -257,7 +280,8 @@ struct Inner {
 /// `redis` crate on tokio, and, when the hub keeps history, Redis Streams for it; against
 /// one server, or a Redis Cluster with sharded pub/sub ([`RedisConfig::cluster`]).
 ///
-/// Two connections per node: a dedicated pub/sub connection, subscribed to the channels
+/// Against one server, two connections per node: a dedicated pub/sub connection,
+/// subscribed to the channels
 /// of the topics the node has local subscribers for (in batches of
 /// [`RedisConfig::batch`]), and a multiplexed command connection for publishing
 /// (pipelined, in batches) and history. Both reconnect with exponential backoff; after a
@@ -272,8 +296,9 @@ struct Inner {
 /// refreshes the keys' time to live and publishes, atomically.
 ///
 /// In cluster mode the channels are shard channels (`SSUBSCRIBE`/`SPUBLISH`): each topic
-/// lives on the master that owns its slot, and both connections follow the slot map;
-/// see [`RedisConfig::cluster`].
+/// lives on the master that owns its slot; the broker holds a pub/sub connection to every
+/// master, and reports the topics of a master it lost until they are subscribed again
+/// and caught up; see [`RedisConfig::cluster`].
 #[derive(Clone)]
 pub struct RedisBroker {
     inner: Arc<Inner>,
@@ -308,8 +333,15 @@ impl RedisBroker {
                     "a cluster prefix may not contain braces".into(),
                 ));
             }
+            let seeds = config
+                .cluster_nodes
+                .iter()
+                .map(|n| redis::IntoConnectionInfo::into_connection_info(n.as_str()))
+                .collect::<RedisResult<Vec<_>>>()
+                .map_err(server_error)?;
             Backend::Cluster {
                 commands: Box::new(cluster_builder(&config).build().map_err(server_error)?),
+                seeds,
             }
         } else {
             Backend::Single(Client::open(config.url.as_str()).map_err(server_error)?)
@@ -406,7 +438,7 @@ impl Inner {
                 self.load_scripts(&mut c).await?;
                 c
             }
-            Backend::Cluster { commands } => {
+            Backend::Cluster { commands, .. } => {
                 let mut c = Conn::Cluster(
                     commands
                         .get_async_connection()
@@ -448,7 +480,7 @@ impl Broker for RedisBroker {
         };
         tokio::spawn(publisher(self.inner.clone(), link.clone(), rx));
         if self.inner.is_cluster() {
-            tokio::spawn(sharded_subscriber(self.inner.clone(), link));
+            tokio::spawn(cluster::sharded_subscriber(self.inner.clone(), link));
         } else {
             tokio::spawn(subscriber(self.inner.clone(), link));
         }
@@ -544,6 +576,7 @@ impl BrokerHistory for RedisBroker {
     }
 }
 
+mod cluster;
 mod history;
 mod publish;
 mod subscribe;

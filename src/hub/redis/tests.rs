@@ -77,3 +77,70 @@ fn history_replies_are_parsed_and_odd_ones_refused() {
     ]);
     assert!(parse_page(bad_id).is_none());
 }
+
+#[test]
+fn key_slots_are_the_cluster_ones() {
+    for key in [
+        "",
+        "a",
+        "rapidws:{room:1}",
+        "rapidws:{ }x}",
+        "{}x",
+        "x{}{y}",
+        "{user1000}.following",
+        "foo{bar}{zap}",
+        "{",
+        "}{",
+    ] {
+        let mine = cluster::key_slot(key.as_bytes());
+        assert_eq!(Slot::new(mine), Some(Slot::for_key(key)), "{key:?}");
+    }
+    // From the Redis Cluster specification's examples.
+    assert_eq!(cluster::key_slot(b"123456789"), 0x31C3);
+}
+
+#[test]
+fn slot_maps_are_read_from_cluster_slots_replies() {
+    let int = Value::Int;
+    let s = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+    let node = |host: &str, port: i64, id: &str| Value::Array(vec![s(host), int(port), s(id)]);
+    let reply = Value::Array(vec![
+        Value::Array(vec![
+            int(5461),
+            int(10922),
+            node("10.0.0.2", 7001, "b"),
+            node("10.0.0.5", 7004, "e"),
+        ]),
+        Value::Array(vec![int(0), int(5460), node("", 7000, "a")]),
+        Value::Array(vec![int(10923), int(16383), node("?", 7002, "c")]),
+    ]);
+    let map = cluster::SlotMap::parse(&reply, "10.0.0.1").unwrap();
+    let owner = |slot| {
+        map.owner(slot)
+            .map(|m| (m.host.as_str(), m.port, m.id.as_str()))
+    };
+    assert_eq!(owner(0), Some(("10.0.0.1", 7000, "a")));
+    assert_eq!(owner(5460), Some(("10.0.0.1", 7000, "a")));
+    assert_eq!(owner(5461), Some(("10.0.0.2", 7001, "b")));
+    assert_eq!(owner(10922), Some(("10.0.0.2", 7001, "b")));
+    // No known endpoint: no owner to subscribe at.
+    assert_eq!(owner(10923), None);
+    assert_eq!(owner(16383), None);
+    for bad in [
+        Value::Nil,
+        Value::Array(vec![Value::Array(vec![int(5), int(4), node("h", 1, "x")])]),
+        Value::Array(vec![Value::Array(vec![
+            int(0),
+            int(16384),
+            node("h", 1, "x"),
+        ])]),
+        Value::Array(vec![Value::Array(vec![
+            int(0),
+            int(1),
+            node("h", 70000, "x"),
+        ])]),
+        Value::Array(vec![Value::Array(vec![int(0), int(1)])]),
+    ] {
+        assert!(cluster::SlotMap::parse(&bad, "h").is_none(), "{bad:?}");
+    }
+}
