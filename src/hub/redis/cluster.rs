@@ -439,12 +439,7 @@ impl Sharded {
             let Some(shard) = self.shards.get_mut(m) else {
                 continue;
             };
-            let stale: Vec<Topic> = shard
-                .held
-                .iter()
-                .filter(|t| !wanted.contains(*t))
-                .cloned()
-                .collect();
+            let stale = sorted_out(&shard.held, &wanted, false);
             for t in &stale {
                 shard.held.remove(t);
             }

@@ -317,6 +317,19 @@ impl std::fmt::Debug for RedisBroker {
     }
 }
 
+/// The topics of `topics` that `set` does not hold (or, when `held`, those it does).
+fn sorted_out<'a>(
+    topics: impl IntoIterator<Item = &'a Topic>,
+    set: &HashSet<Topic>,
+    held: bool,
+) -> Vec<Topic> {
+    topics
+        .into_iter()
+        .filter(|t| set.contains(*t) == held)
+        .cloned()
+        .collect()
+}
+
 fn server_error(e: impl std::fmt::Display) -> BrokerError {
     BrokerError::Server(e.to_string())
 }

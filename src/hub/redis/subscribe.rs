@@ -95,17 +95,8 @@ async fn apply_interest(
         if batch.is_empty() {
             return true;
         }
-        let add: Vec<Topic> = batch
-            .subscribe
-            .iter()
-            .filter(|t| !held.contains(*t))
-            .cloned()
-            .collect();
-        let remove: Vec<Topic> = batch
-            .unsubscribe
-            .into_iter()
-            .filter(|t| held.contains(t))
-            .collect();
+        let add = sorted_out(&batch.subscribe, held, false);
+        let remove = sorted_out(&batch.unsubscribe, held, true);
         if !add.is_empty() {
             if sink.subscribe(channels(inner, &add)).await.is_err() {
                 return false;
