@@ -121,6 +121,93 @@ pub(crate) trait Vector: Copy {
         // SAFETY: the caller guarantees `p..p+len` is valid and exclusively ours.
         scalar::mask(unsafe { core::slice::from_raw_parts_mut(p, len) }, key);
     }
+    /// Unmasks `buf`, shorter than `LANES`, in place at key phase 0, for the batch
+    /// decoder; whether the unmasked bytes are all ASCII. The default uses the scalar
+    /// words; ISAs with masked loads override it.
+    /// # Safety
+    /// The ISA must be available.
+    #[inline(always)]
+    unsafe fn unmask_ascii_short(buf: &mut [u8], key: [u8; 4]) -> bool {
+        crate::batch::unmask_ascii_words(buf, key)
+    }
+    /// Whether `buf`, shorter than `LANES`, is all ASCII, for the batch decoder.
+    /// # Safety
+    /// The ISA must be available.
+    #[inline(always)]
+    unsafe fn ascii_short(buf: &[u8]) -> bool {
+        crate::batch::ascii_words(buf)
+    }
+}
+
+/// The batch decoder's payload passes ([`crate::batch::Payload`]) on vectors of `V`.
+pub(crate) struct Vectors<V>(core::marker::PhantomData<V>);
+
+impl<V: Vector> crate::batch::Payload for Vectors<V> {
+    /// Head and tail vectors from the original bytes (the tail ending at the last
+    /// byte, at its key phase), the vectors between them in a loop, as [`mask`] does
+    /// without its alignment (a batch's payloads are short); the OR of everything
+    /// unmasked tells ASCII.
+    #[inline(always)]
+    unsafe fn unmask_ascii(buf: &mut [u8], key: [u8; 4]) -> bool {
+        let n = buf.len();
+        if n < V::LANES {
+            // SAFETY: the caller guarantees the ISA.
+            return unsafe { V::unmask_ascii_short(buf, key) };
+        }
+        let p = buf.as_mut_ptr();
+        // SAFETY: the caller guarantees the ISA; the head vector covers `p..p+LANES`, the
+        // tail `p+last..p+n`, the loop's `p+i..p+i+LANES` with `LANES <= i < last`, all
+        // inside `buf` since `n >= LANES`. Both ends are loaded before anything is
+        // stored, and where the loop overlaps the tail both store the same bytes.
+        unsafe {
+            let k = V::splat_u32(u32::from_ne_bytes(key));
+            let last = n - V::LANES;
+            let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
+            let head = V::load(p).xor(k);
+            let tail = V::load(p.add(last)).xor(kl);
+            let mut acc = head.or(tail);
+            let mut i = V::LANES;
+            while i < last {
+                // `i` is a multiple of `LANES`, itself of 4: key phase 0.
+                let v = V::load(p.add(i)).xor(k);
+                v.store(p.add(i));
+                acc = acc.or(v);
+                i += V::LANES;
+            }
+            head.store(p);
+            tail.store(p.add(last));
+            acc.is_ascii()
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn ascii(buf: &[u8]) -> bool {
+        let n = buf.len();
+        if n < V::LANES {
+            // SAFETY: the caller guarantees the ISA.
+            return unsafe { V::ascii_short(buf) };
+        }
+        let p = buf.as_ptr();
+        // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`.
+        unsafe {
+            let last = n - V::LANES;
+            let mut acc = V::load(p.add(last));
+            let mut i = 0;
+            while i < last {
+                acc = acc.or(V::load(p.add(i)));
+                i += V::LANES;
+            }
+            acc.is_ascii()
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn valid(buf: &[u8]) -> bool {
+        // SAFETY: the caller guarantees the ISA. The batch calls it for text that is not
+        // ASCII only, which the kernel's own ASCII test (skipped up to `ENTRY_ASCII`)
+        // would not pass either.
+        unsafe { validate::<V>(buf) }
+    }
 }
 
 // Error classes of a 2-byte window (first byte = `prev1`, second = current byte).

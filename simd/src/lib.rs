@@ -74,6 +74,7 @@
 extern crate std;
 
 mod backend;
+mod batch;
 mod dispatch;
 pub mod frame;
 #[cfg(any(

@@ -189,3 +189,16 @@ pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: AVX2 is enabled for this function.
     unsafe { generic::validate::<__m256i>(buf) }
 }
+
+/// The batch decoder ([`crate::frame::decode`]).
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn decode(
+    buf: &mut [u8],
+    rules: &crate::frame::Rules,
+    max_frames: usize,
+) -> crate::frame::Scanned {
+    // SAFETY: AVX2 is enabled for this function.
+    unsafe { crate::batch::decode::<generic::Vectors<__m256i>>(buf, rules, max_frames) }
+}
