@@ -8,14 +8,11 @@
 //! hops from header to header in scalar code on every backend; the payload passes run
 //! the backend's vectors ([`Payload`]).
 
-use core::mem::MaybeUninit;
-
 use crate::frame::{End, FrameHeader, Rules, Scanned, Violation, parse_header};
 use crate::scalar;
 
-/// Frames per round of [`decode`]: the scan pass fills a table of this many on the stack
-/// (1 KiB), the payload passes run over it while its payloads are in L1, and one bit of a
-/// `u64` per frame marks text that is not ASCII.
+/// Frames per round of a [`crate::frame::Run`]: decoded in one call while their payloads
+/// stay in L1, then lent.
 pub(crate) const CHUNK: usize = 64;
 
 /// A whole unfragmented, uncompressed text or binary message found by the scan pass.
@@ -138,17 +135,6 @@ pub(crate) fn judge(h: &FrameHeader, rules: &Rules) -> End {
     End::Other
 }
 
-/// One frame of a round: where its payload lies and how to unmask it.
-#[derive(Clone, Copy)]
-struct Entry {
-    /// Where the frame's header starts.
-    at: u32,
-    start: u32,
-    len: u32,
-    key: [u8; 4],
-    text: bool,
-}
-
 /// What the payload passes need of a backend, each always inlined into the backend's
 /// kernel.
 pub(crate) trait Payload {
@@ -161,10 +147,23 @@ pub(crate) trait Payload {
     /// # Safety
     /// The backend must be available.
     unsafe fn ascii(buf: &[u8]) -> bool;
-    /// Whether `buf` is complete, valid UTF-8.
+    /// What [`check`](Self::check) sets up once for a whole batch (the vector checker's
+    /// tables).
+    type Checker;
+    /// The UTF-8 errors found so far, tested once at the end of a batch.
+    type Errors: Copy;
     /// # Safety
     /// The backend must be available.
-    unsafe fn valid(buf: &[u8]) -> bool;
+    unsafe fn checker() -> (Self::Checker, Self::Errors);
+    /// Checks `buf`, text that is not all ASCII, as one complete UTF-8 string, and adds
+    /// what it finds to `errors`.
+    /// # Safety
+    /// The backend must be available.
+    unsafe fn check(checker: &Self::Checker, buf: &[u8], errors: &mut Self::Errors);
+    /// Whether `errors` holds any.
+    /// # Safety
+    /// The backend must be available.
+    unsafe fn any(errors: Self::Errors) -> bool;
 }
 
 /// The portable payload passes: word-at-a-time unmasking and ASCII tests, std's UTF-8
@@ -180,9 +179,22 @@ impl Payload for Scalar {
     unsafe fn ascii(buf: &[u8]) -> bool {
         ascii_words(buf)
     }
+    type Checker = ();
+    type Errors = bool;
+
     #[inline(always)]
-    unsafe fn valid(buf: &[u8]) -> bool {
-        core::str::from_utf8(buf).is_ok()
+    unsafe fn checker() -> ((), bool) {
+        ((), false)
+    }
+
+    #[inline(always)]
+    unsafe fn check(_: &(), buf: &[u8], errors: &mut bool) {
+        *errors |= core::str::from_utf8(buf).is_err();
+    }
+
+    #[inline(always)]
+    unsafe fn any(errors: bool) -> bool {
+        errors
     }
 }
 
@@ -256,46 +268,11 @@ pub(crate) fn ascii_words(buf: &[u8]) -> bool {
     }
 }
 
-/// The scan pass of one round: the whole messages from `from` on, at most `want` (at most
-/// [`CHUNK`]), into `table`. How many, where the last one ends, and why the round ended
-/// before `want` (`None`: it did not).
-#[inline(always)]
-fn scan_round(
-    buf: &[u8],
-    from: usize,
-    rules: &Rules,
-    want: usize,
-    table: &mut [MaybeUninit<Entry>; CHUNK],
-) -> (usize, usize, Option<End>) {
-    let mut pos = from;
-    let mut n = 0;
-    let want = want.min(CHUNK);
-    while n < want {
-        match simple_at(&buf[pos..], rules) {
-            Ok(s) => {
-                let start = pos + s.header_len;
-                // `buf` is at most `u32::MAX` bytes long ([`decode`]), so these fit.
-                table[n] = MaybeUninit::new(Entry {
-                    at: pos as u32,
-                    start: start as u32,
-                    len: s.payload_len as u32,
-                    key: s.key,
-                    text: s.text,
-                });
-                n += 1;
-                pos = start + s.payload_len;
-            }
-            Err(end) => return (n, pos, Some(end)),
-        }
-    }
-    (n, pos, None)
-}
-
 /// Decodes the whole messages at the front of `buf`, at most `max_frames` of them, in
-/// place (see [`crate::frame::decode`]): rounds of a scan pass, then one pass over the
-/// payloads that unmasks them and tests the text for ASCII, then the full UTF-8 check of
-/// the text that is not ASCII. A message that fails it ends the batch before it, with
-/// it and the messages after it masked again as they arrived.
+/// place (see [`crate::frame::decode`]), in one loop specialized for the role: each
+/// header checked, then its payload unmasked (a server's) with the ASCII test of text in
+/// the same pass, and text that is not ASCII checked at once, its error bits gathered
+/// with the others' and tested once, at the end ([`first_invalid`] finds the message).
 /// # Safety
 /// `P`'s backend must be available.
 #[inline(always)]
@@ -304,66 +281,124 @@ pub(crate) unsafe fn decode<P: Payload>(
     rules: &Rules,
     max_frames: usize,
 ) -> Scanned {
-    // Positions are kept in 32 bits: a longer buffer is decoded as its first 4 GiB.
-    let cap = buf.len().min(u32::MAX as usize);
-    let buf = &mut buf[..cap];
+    // SAFETY: the caller guarantees the backend.
+    unsafe {
+        let (s, errors) = if rules.masked {
+            decode_role::<P, true>(buf, rules, max_frames)
+        } else {
+            decode_role::<P, false>(buf, rules, max_frames)
+        };
+        if P::any(errors) {
+            return first_invalid(buf, rules, s.frames);
+        }
+        s
+    }
+}
+
+/// [`decode`]'s loop for frames that must be masked (`MASKED`) or must not be: what it
+/// found, and the UTF-8 errors of the text.
+///
+/// The usual header (a 7-bit length, the first two bytes those of a whole text or
+/// binary message) is read as one 16-bit word and judged in one comparison; every other
+/// header goes through [`simple_at`].
+/// # Safety
+/// `P`'s backend must be available.
+#[inline(always)]
+unsafe fn decode_role<P: Payload, const MASKED: bool>(
+    buf: &mut [u8],
+    rules: &Rules,
+    max_frames: usize,
+) -> (Scanned, P::Errors) {
+    let short_header = if MASKED { 6 } else { 2 };
+    // The largest 7-bit length taken here; longer ones (or a lower limit) go through
+    // `simple_at`.
+    let short_max = rules.max_payload.min(125) as u8;
+    // `b0 | b1 << 8` of a whole message's first bytes, less the opcode's low bit: FIN,
+    // opcode 1 (0x81) or 2 (0x82), the MASK bit as the role wants it.
+    let expect: u16 = 0x81 | if MASKED { 0x8000 } else { 0 };
     let mut pos = 0;
     let mut frames = 0;
-    let mut table = [const { MaybeUninit::<Entry>::uninit() }; CHUNK];
-    loop {
-        if frames >= max_frames {
-            return Scanned {
-                frames,
-                consumed: pos,
-                end: End::Full,
-            };
+    // SAFETY: the caller guarantees the backend.
+    let (checker, mut errors) = unsafe { P::checker() };
+    let end = loop {
+        if frames == max_frames {
+            break End::Full;
         }
-        let (n, end_pos, stop) = scan_round(buf, pos, rules, max_frames - frames, &mut table);
-        // SAFETY: `scan_round` initialized the first `n` entries.
-        let entries = unsafe { &*(&raw const table[..n] as *const [Entry]) };
-        let mut open: u64 = 0;
-        for (i, e) in entries.iter().enumerate() {
-            let p = &mut buf[e.start as usize..(e.start + e.len) as usize];
-            // SAFETY: the caller guarantees the backend.
-            let ascii = unsafe {
-                if rules.masked {
-                    P::unmask_ascii(p, e.key)
-                } else {
-                    !e.text || P::ascii(p)
+        let (start, len, key, text) = match buf.get(pos..pos + short_header) {
+            Some(h)
+                if {
+                    let w = u16::from_le_bytes([h[0], h[1]]);
+                    (w & 0x80FF).wrapping_sub(expect) <= 1 && h[1] & 0x7F <= short_max
+                } =>
+            {
+                let mut key = [0u8; 4];
+                if MASKED {
+                    key.copy_from_slice(&h[2..6]);
                 }
+                (
+                    pos + short_header,
+                    usize::from(h[1] & 0x7F),
+                    key,
+                    h[0] == 0x81,
+                )
+            }
+            _ => match simple_at(&buf[pos..], rules) {
+                Ok(s) => (pos + s.header_len, s.payload_len, s.key, s.text),
+                Err(end) => break end,
+            },
+        };
+        let Some(p) = buf.get_mut(start..start + len) else {
+            break End::Incomplete;
+        };
+        // SAFETY: the caller guarantees the backend.
+        unsafe {
+            let ascii = if MASKED {
+                P::unmask_ascii(p, key)
+            } else {
+                !text || P::ascii(p)
             };
-            open |= u64::from(e.text && !ascii) << i;
-        }
-        while open != 0 {
-            let i = open.trailing_zeros() as usize;
-            open &= open - 1;
-            let e = entries[i];
-            let p = &buf[e.start as usize..(e.start + e.len) as usize];
-            // SAFETY: the caller guarantees the backend.
-            if !unsafe { P::valid(p) } {
-                if rules.masked {
-                    for e in &entries[i..] {
-                        let p = &mut buf[e.start as usize..(e.start + e.len) as usize];
-                        // SAFETY: as above.
-                        unsafe { P::unmask_ascii(p, e.key) };
-                    }
-                }
-                return Scanned {
-                    frames: frames + i,
-                    consumed: e.at as usize,
-                    end: End::Invalid(Violation::InvalidUtf8),
-                };
+            if text && !ascii {
+                P::check(&checker, p, &mut errors);
             }
         }
-        frames += n;
-        pos = end_pos;
-        if let Some(end) = stop {
-            return Scanned {
-                frames,
-                consumed: pos,
-                end,
-            };
+        frames += 1;
+        pos = start + len;
+    };
+    let s = Scanned {
+        frames,
+        consumed: pos,
+        end,
+    };
+    (s, errors)
+}
+
+/// After [`decode`] found text that is not UTF-8 among the first `frames` messages of
+/// `buf`: the batch up to the first message with such text, that message and the ones
+/// after it masked again as they arrived.
+#[cold]
+#[inline(never)]
+fn first_invalid(buf: &mut [u8], rules: &Rules, frames: usize) -> Scanned {
+    let mut pos = 0;
+    let mut bad = None;
+    for i in 0..frames {
+        let Ok(s) = simple_at(&buf[pos..], rules) else {
+            break;
+        };
+        let start = pos + s.header_len;
+        let p = &mut buf[start..start + s.payload_len];
+        if bad.is_none() && s.text && core::str::from_utf8(p).is_err() {
+            bad = Some((i, pos));
         }
+        if bad.is_some() && rules.masked {
+            scalar::mask(p, s.key);
+        }
+        pos = start + s.payload_len;
+    }
+    let (frames, consumed) = bad.unwrap_or((frames, pos));
+    Scanned {
+        frames,
+        consumed,
+        end: End::Invalid(Violation::InvalidUtf8),
     }
 }
 

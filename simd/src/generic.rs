@@ -201,12 +201,26 @@ impl<V: Vector> crate::batch::Payload for Vectors<V> {
         }
     }
 
+    type Checker = Utf8<V>;
+    type Errors = V;
+
     #[inline(always)]
-    unsafe fn valid(buf: &[u8]) -> bool {
-        // SAFETY: the caller guarantees the ISA. The batch calls it for text that is not
-        // ASCII only, which the kernel's own ASCII test (skipped up to `ENTRY_ASCII`)
-        // would not pass either.
-        unsafe { validate::<V>(buf) }
+    unsafe fn checker() -> (Utf8<V>, V) {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe { (Utf8::new(), V::splat(0)) }
+    }
+
+    #[inline(always)]
+    unsafe fn check(u: &Utf8<V>, buf: &[u8], errors: &mut V) {
+        // SAFETY: the caller guarantees the ISA; the batch calls it for text that is not
+        // all ASCII.
+        unsafe { *errors = errors.or(text_errors::<V>(u, buf)) }
+    }
+
+    #[inline(always)]
+    unsafe fn any(errors: V) -> bool {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe { errors.any() }
     }
 }
 
@@ -293,6 +307,7 @@ static INCOMPLETE_MAX: [u8; 64] = {
 };
 
 /// Streaming UTF-8 checker over vectors: error bits accumulate, checked once at the end.
+#[derive(Clone, Copy)]
 pub(crate) struct Utf8<V> {
     prev: V,
     incomplete: V,
@@ -710,41 +725,77 @@ pub(crate) unsafe fn validate<V: Vector>(buf: &[u8]) -> bool {
 #[inline(always)]
 unsafe fn validate_small<V: Vector>(p: *const u8, n: usize) -> bool {
     let last = n - V::LANES;
+    // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`.
+    unsafe {
+        let v0 = V::load(p);
+        let all = if n <= 2 * V::LANES {
+            // Two vectors, the second overlapping the first unless `n == 2 * LANES`.
+            v0.or(V::load(p.add(last)))
+        } else {
+            let v1 = V::load(p.add(V::LANES));
+            let v2 = V::load(p.add((2 * V::LANES).min(last)));
+            v0.or(v1).or(v2).or(V::load(p.add(last)))
+        };
+        if n > V::ENTRY_ASCII && all.is_ascii() {
+            return true;
+        }
+        !small_errors(&Utf8::<V>::new(), p, n).any()
+    }
+}
+
+/// The error bits of the `n` bytes at `p` for `LANES + 3 <= n <= 4 * LANES`: two
+/// vectors (the first and the last) up to `2 * LANES`, else four (the first, the last,
+/// and two between them, the third overlapping the last when `n` is short), no loop.
+/// # Safety
+/// The ISA of `V` must be available; `LANES + 3 <= n <= 4 * LANES`; `p..p+n` readable.
+#[inline(always)]
+unsafe fn small_errors<V: Vector>(u: &Utf8<V>, p: *const u8, n: usize) -> V {
+    let last = n - V::LANES;
     // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`, and all but
     // the first start at or after `min(LANES, n - LANES) >= 3`, as `check_at` needs.
     unsafe {
         let v0 = V::load(p);
+        let zero = V::splat(0);
+        let first = u.errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero));
         if n <= 2 * V::LANES {
-            // Two vectors, the second overlapping the first unless `n == 2 * LANES`.
-            let v1 = V::load(p.add(last));
-            if n > V::ENTRY_ASCII && v0.or(v1).is_ascii() {
-                return true;
-            }
-            let u = Utf8::<V>::new();
-            let zero = V::splat(0);
-            let err = u
-                .errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero))
-                .or(u.check_at(p.add(last), v1))
+            return first
+                .or(u.check_at(p.add(last), V::load(p.add(last))))
                 .or(u.open_before(p.add(n)));
-            return !err.any();
         }
         let o1 = V::LANES;
         let o2 = (2 * V::LANES).min(last);
-        let v1 = V::load(p.add(o1));
-        let v2 = V::load(p.add(o2));
-        let v3 = V::load(p.add(last));
-        if n > V::ENTRY_ASCII && v0.or(v1).or(v2).or(v3).is_ascii() {
-            return true;
+        first
+            .or(u.check_at(p.add(o1), V::load(p.add(o1))))
+            .or(u.check_at(p.add(o2), V::load(p.add(o2))))
+            .or(u.check_at(p.add(last), V::load(p.add(last))))
+            .or(u.open_before(p.add(n)))
+    }
+}
+
+/// The error bits of `buf`, text that is not all ASCII, checked as one complete UTF-8
+/// string (none: valid), with the checker's tables set up once for many such calls (`u`,
+/// fresh from [`Utf8::new`]): the batch decoder's check of one message's text, which
+/// it gathers with the others' and tests once. [`validate`] without its ASCII tests.
+/// # Safety
+/// The ISA of `V` must be available.
+#[inline(always)]
+pub(crate) unsafe fn text_errors<V: Vector>(u: &Utf8<V>, buf: &[u8]) -> V {
+    let n = buf.len();
+    let p = buf.as_ptr();
+    // SAFETY: the caller guarantees the ISA; the lengths are what each path needs.
+    unsafe {
+        if n < V::LANES + 3 {
+            // Short: the streaming checker, its verdict as error bits.
+            let ok = validate_stream::<V>(buf);
+            return V::splat(u8::from(!ok));
         }
-        let u = Utf8::<V>::new();
-        let zero = V::splat(0);
-        let err = u
-            .errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero))
-            .or(u.check_at(p.add(o1), v1))
-            .or(u.check_at(p.add(o2), v2))
-            .or(u.check_at(p.add(last), v3))
-            .or(u.open_before(p.add(n)));
-        !err.any()
+        if n <= 4 * V::LANES {
+            return small_errors(u, p, n);
+        }
+        let mut err = u.check_first(p);
+        let i = u.body(p, V::LANES, n, &mut err);
+        u.tail(p, i, n, &mut err);
+        err
     }
 }
 
