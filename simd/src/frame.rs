@@ -148,13 +148,14 @@ pub fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
 }
 
 /// [`scan`] with a chosen backend; `None` when the CPU or build lacks it. Every backend
-/// runs the same scalar parser: a vector decoder (one 16-byte load per header and a byte
-/// shuffle chosen by the length class, no branch per field) measured 1.5-2.3x slower on
-/// AVX2 and AVX-512, because each header's position depends on the previous frame's
-/// length and the branches of the scalar parser let the CPU run ahead on a predicted
-/// length, where the vector decoder waits for the shuffle and the move out of the vector
-/// register (`benches/RESULTS.md`, "Kernels"). The entry exists so that tests
-/// and benches loop over [`Backend::ALL`] as for the other kernels.
+/// runs the same scalar parser: a vector decoder of one header at a time (one 16-byte
+/// load per header and a byte shuffle chosen by the length class, no branch per field)
+/// measured 1.5-2.3x slower on AVX2 and AVX-512, because each header's position depends
+/// on the previous frame's length and the branches of the scalar parser let the CPU run
+/// ahead on a predicted length, where the vector decoder waits for the shuffle and the
+/// move out of the vector register. The entry exists so that tests and benches loop over
+/// [`Backend::ALL`] as for the other kernels; [`decode`] is the batch decoder whose
+/// payload passes are vector code.
 pub fn scan_with(backend: Backend, buf: &[u8], out: &mut [FrameHeader]) -> Option<Scan> {
     if !backend.is_available() {
         return None;
