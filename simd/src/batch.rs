@@ -309,10 +309,10 @@ unsafe fn decode_role<P: Payload, const MASKED: bool>(
     rules: &Rules,
     max_frames: usize,
 ) -> (Scanned, P::Errors) {
-    let short_header = if MASKED { 6 } else { 2 };
     // The largest 7-bit length taken here; longer ones (or a lower limit) go through
     // `simple_at`.
     let short_max = rules.max_payload.min(125) as u8;
+    let max = usize::try_from(rules.max_payload).unwrap_or(usize::MAX);
     // `b0 | b1 << 8` of a whole message's first bytes, less the opcode's low bit: FIN,
     // opcode 1 (0x81) or 2 (0x82), the MASK bit as the role wants it.
     let expect: u16 = 0x81 | if MASKED { 0x8000 } else { 0 };
@@ -324,25 +324,9 @@ unsafe fn decode_role<P: Payload, const MASKED: bool>(
         if frames == max_frames {
             break End::Full;
         }
-        let (start, len, key, text) = match buf.get(pos..pos + short_header) {
-            Some(h)
-                if {
-                    let w = u16::from_le_bytes([h[0], h[1]]);
-                    (w & 0x80FF).wrapping_sub(expect) <= 1 && h[1] & 0x7F <= short_max
-                } =>
-            {
-                let mut key = [0u8; 4];
-                if MASKED {
-                    key.copy_from_slice(&h[2..6]);
-                }
-                (
-                    pos + short_header,
-                    usize::from(h[1] & 0x7F),
-                    key,
-                    h[0] == 0x81,
-                )
-            }
-            _ => match simple_at(&buf[pos..], rules) {
+        let (start, len, key, text) = match header::<MASKED>(buf, pos, expect, short_max, max) {
+            Some(h) => h,
+            None => match simple_at(&buf[pos..], rules) {
                 Ok(s) => (pos + s.header_len, s.payload_len, s.key, s.text),
                 Err(end) => break end,
             },
@@ -370,6 +354,48 @@ unsafe fn decode_role<P: Payload, const MASKED: bool>(
         end,
     };
     (s, errors)
+}
+
+/// The usual header at `pos` in `buf`, read and judged in a few comparisons: the first
+/// two bytes those of a whole text or binary message (`expect`), a 7-bit length up to
+/// `short_max` or a 16-bit one up to `max`, the whole header in `buf`. Where the payload
+/// starts, its length and key, and whether it is text; `None` for everything else, which
+/// [`simple_at`] decides.
+#[inline(always)]
+fn header<const MASKED: bool>(
+    buf: &[u8],
+    pos: usize,
+    expect: u16,
+    short_max: u8,
+    max: usize,
+) -> Option<(usize, usize, [u8; 4], bool)> {
+    let mask_len = if MASKED { 4 } else { 0 };
+    let h = buf.get(pos..pos + 2 + mask_len)?;
+    let w = u16::from_le_bytes([h[0], h[1]]);
+    if (w & 0x80FF).wrapping_sub(expect) > 1 {
+        return None;
+    }
+    let text = h[0] == 0x81;
+    let code = h[1] & 0x7F;
+    let mut key = [0u8; 4];
+    if code <= short_max {
+        if MASKED {
+            key.copy_from_slice(&h[2..6]);
+        }
+        return Some((pos + 2 + mask_len, usize::from(code), key, text));
+    }
+    if code != 126 {
+        return None;
+    }
+    let h = buf.get(pos..pos + 4 + mask_len)?;
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    if len > max {
+        return None;
+    }
+    if MASKED {
+        key.copy_from_slice(&h[4..8]);
+    }
+    Some((pos + 4 + mask_len, len, key, text))
 }
 
 /// After [`decode`] found text that is not UTF-8 among the first `frames` messages of

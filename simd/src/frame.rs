@@ -404,27 +404,40 @@ impl<'a> Data<'a> {
 /// as they arrived (masked again), so the buffer from [`consumed`](Self::consumed) on
 /// can be decoded again by anyone.
 pub struct Run<'a> {
-    /// The bytes from the next message on.
-    rest: &'a mut [u8],
-    /// Bytes of the messages handed out.
-    consumed: usize,
-    /// Bytes at the front of `rest` decoded and not yet handed out.
+    /// The buffer the run was made from, borrowed exclusively for `'a`: the messages
+    /// handed out (`..pos`) are lent from it shared, the rest (`pos..`) is only ever
+    /// reached through this run.
+    buf: *mut u8,
+    len: usize,
+    /// Bytes of the messages handed out: the next one starts here.
+    pos: usize,
+    /// Where the messages decoded so far end (`pos..decoded` are decoded, not yet handed
+    /// out).
     decoded: usize,
     /// Why the decoding ended, once it has.
     end: Option<End>,
     rules: Rules,
     backend: Option<Backend>,
+    _buf: core::marker::PhantomData<&'a mut [u8]>,
 }
+
+// SAFETY: a `Run` is an exclusive borrow of a byte buffer and its position in it, as a
+// `&mut [u8]` is, which is `Send` and `Sync`: it holds no shared or thread-bound state.
+unsafe impl Send for Run<'_> {}
+// SAFETY: as above; `&Run` gives access to nothing but its counters.
+unsafe impl Sync for Run<'_> {}
 
 /// The whole messages at the front of `buf`, lent one after another (see [`Run`]).
 pub fn run(buf: &mut [u8], rules: Rules) -> Run<'_> {
     Run {
-        rest: buf,
-        consumed: 0,
+        len: buf.len(),
+        buf: buf.as_mut_ptr(),
+        pos: 0,
         decoded: 0,
         end: None,
         rules,
         backend: None,
+        _buf: core::marker::PhantomData,
     }
 }
 
@@ -443,13 +456,25 @@ impl<'a> Run<'a> {
     /// or whatever ended the run, starts there.
     #[inline]
     pub fn consumed(&self) -> usize {
-        self.consumed
+        self.pos
     }
 
     /// Why the run ended, once the iteration has returned `None`.
     #[inline]
     pub fn end(&self) -> Option<End> {
-        if self.decoded == 0 { self.end } else { None }
+        if self.decoded == self.pos {
+            self.end
+        } else {
+            None
+        }
+    }
+
+    /// The bytes from the next message on.
+    fn rest(&mut self) -> &mut [u8] {
+        // SAFETY: `buf..buf+len` is the buffer borrowed exclusively for `'a`; `pos <= len`;
+        // nothing handed out lies at or after `pos`, and the slice lives no longer than
+        // the `&mut self` it comes from.
+        unsafe { core::slice::from_raw_parts_mut(self.buf.add(self.pos), self.len - self.pos) }
     }
 
     /// Decodes the next round; false when there is nothing more.
@@ -459,15 +484,17 @@ impl<'a> Run<'a> {
         if self.end.is_some() {
             return false;
         }
-        let s = match self.backend {
+        let (rules, backend) = (self.rules, self.backend);
+        let rest = self.rest();
+        let s = match backend {
             // SAFETY: `run_with` checked the backend.
-            Some(b) => unsafe { dispatch::decode(b, self.rest, &self.rules, batch::CHUNK) },
-            None => dispatch::decode_auto(self.rest, &self.rules, batch::CHUNK),
+            Some(b) => unsafe { dispatch::decode(b, rest, &rules, batch::CHUNK) },
+            None => dispatch::decode_auto(rest, &rules, batch::CHUNK),
         };
         if s.end != End::Full {
             self.end = Some(s.end);
         }
-        self.decoded = s.consumed;
+        self.decoded = self.pos + s.consumed;
         s.frames > 0
     }
 }
@@ -477,42 +504,56 @@ impl<'a> Iterator for Run<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Data<'a>> {
-        if self.decoded == 0 && !self.fill() {
+        if self.decoded == self.pos && !self.fill() {
             return None;
         }
-        // A frame [`decode`] took: it parses the same way again.
-        let s = batch::simple_at(self.rest, &self.rules).ok()?;
-        let total = s.header_len + s.payload_len;
-        let (frame, rest) = core::mem::take(&mut self.rest).split_at_mut(total);
-        self.rest = rest;
-        self.decoded -= total;
-        self.consumed += total;
-        let frame: &'a [u8] = frame;
-        let payload = &frame[s.header_len..];
-        Some(if s.text {
-            // SAFETY: `decode` validated this payload as UTF-8, and it has not changed
-            // since: the run held it borrowed exclusively from then until now, and hands
-            // it out shared.
-            Data::Text(unsafe { core::str::from_utf8_unchecked(payload) })
-        } else {
-            Data::Binary(payload)
-        })
+        // SAFETY: `pos..decoded` holds whole messages that `decode` took (their headers
+        // checked, their payloads inside), so the header and the payload read here lie
+        // in it. The payload is lent shared for `'a` and `pos` moves past it: the run
+        // never reaches it again.
+        unsafe {
+            let p = self.buf.add(self.pos);
+            let code = *p.add(1) & 0x7F;
+            let (len, at) = if code < 126 {
+                (usize::from(code), 2)
+            } else if code == 126 {
+                let e = p.add(2).cast::<[u8; 2]>().read();
+                (usize::from(u16::from_be_bytes(e)), 4)
+            } else {
+                let e = p.add(2).cast::<[u8; 8]>().read();
+                (u64::from_be_bytes(e) as usize, 10)
+            };
+            let header_len = at + if self.rules.masked { 4 } else { 0 };
+            let payload: &'a [u8] = core::slice::from_raw_parts(p.add(header_len), len);
+            let text = *p == 0x81;
+            self.pos += header_len + len;
+            debug_assert!(self.pos <= self.decoded);
+            Some(if text {
+                // `decode` validated this payload as UTF-8, and it has not changed since:
+                // the run held it exclusively from then until now, and lends it shared.
+                Data::Text(core::str::from_utf8_unchecked(payload))
+            } else {
+                Data::Binary(payload)
+            })
+        }
     }
 }
 
 impl Drop for Run<'_> {
     fn drop(&mut self) {
-        if !self.rules.masked || self.decoded == 0 {
+        if !self.rules.masked || self.decoded == self.pos {
             return;
         }
         // Messages decoded and not handed out go back to how they arrived.
+        let (n, rules) = (self.decoded - self.pos, self.rules);
+        let rest = &mut self.rest()[..n];
         let mut pos = 0;
-        while pos < self.decoded {
-            let Ok(s) = batch::simple_at(&self.rest[pos..], &self.rules) else {
+        while pos < n {
+            let Ok(s) = batch::simple_at(&rest[pos..], &rules) else {
                 break;
             };
             let start = pos + s.header_len;
-            crate::scalar::mask(&mut self.rest[start..start + s.payload_len], s.key);
+            crate::scalar::mask(&mut rest[start..start + s.payload_len], s.key);
             pos = start + s.payload_len;
         }
     }
@@ -521,7 +562,7 @@ impl Drop for Run<'_> {
 impl core::fmt::Debug for Run<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Run")
-            .field("consumed", &self.consumed)
+            .field("consumed", &self.pos)
             .field("decoded", &self.decoded)
             .field("end", &self.end)
             .finish_non_exhaustive()

@@ -166,9 +166,26 @@ impl<V: Vector> crate::batch::Payload for Vectors<V> {
             let head = V::load(p).xor(k);
             let tail = V::load(p.add(last)).xor(kl);
             let mut acc = head.or(tail);
+            if n <= 2 * V::LANES {
+                head.store(p);
+                tail.store(p.add(last));
+                return acc.is_ascii();
+            }
+            // `i` is a multiple of `LANES`, itself of 4: key phase 0.
             let mut i = V::LANES;
+            while i + 3 * V::LANES <= last {
+                let a = V::load(p.add(i)).xor(k);
+                let b = V::load(p.add(i + V::LANES)).xor(k);
+                let c = V::load(p.add(i + 2 * V::LANES)).xor(k);
+                let d = V::load(p.add(i + 3 * V::LANES)).xor(k);
+                a.store(p.add(i));
+                b.store(p.add(i + V::LANES));
+                c.store(p.add(i + 2 * V::LANES));
+                d.store(p.add(i + 3 * V::LANES));
+                acc = acc.or(a).or(b).or(c).or(d);
+                i += 4 * V::LANES;
+            }
             while i < last {
-                // `i` is a multiple of `LANES`, itself of 4: key phase 0.
                 let v = V::load(p.add(i)).xor(k);
                 v.store(p.add(i));
                 acc = acc.or(v);
@@ -188,11 +205,22 @@ impl<V: Vector> crate::batch::Payload for Vectors<V> {
             return unsafe { V::ascii_short(buf) };
         }
         let p = buf.as_ptr();
-        // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`.
+        // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`: they start
+        // at 0, at `last = n - LANES`, and at multiples of `LANES` below `last`.
         unsafe {
             let last = n - V::LANES;
-            let mut acc = V::load(p.add(last));
-            let mut i = 0;
+            // The first and the last vector, then four at a time, then one at a time: two
+            // loads and no loop up to two vectors, as most messages of a batch are.
+            let mut acc = V::load(p).or(V::load(p.add(last)));
+            let mut i = V::LANES;
+            while i + 3 * V::LANES <= last {
+                acc = acc
+                    .or(V::load(p.add(i)))
+                    .or(V::load(p.add(i + V::LANES)))
+                    .or(V::load(p.add(i + 2 * V::LANES)))
+                    .or(V::load(p.add(i + 3 * V::LANES)));
+                i += 4 * V::LANES;
+            }
             while i < last {
                 acc = acc.or(V::load(p.add(i)));
                 i += V::LANES;
