@@ -117,6 +117,9 @@ struct Sent {
     first: Option<(Message, Compression)>,
     /// Messages went to the connection's queue (the first with them).
     queued: bool,
+    /// A borrowed callback's only reply, the message it was lent: written straight from
+    /// the receive buffer, where it lies at this range ([`WebSocket::reply_lent`]).
+    lent: Option<(MessageKind, std::ops::Range<usize>)>,
     /// Why a send failed (the sends after it were dropped).
     error: Option<SendError>,
     close: Option<(CloseCode, String)>,
@@ -130,6 +133,7 @@ impl Sent {
     #[inline]
     fn settled(&mut self, has_room: impl FnOnce() -> bool) -> bool {
         let settled = self.first.is_none()
+            && self.lent.is_none()
             && self.error.is_none()
             && self.close.is_none()
             && (!self.queued || has_room());
@@ -384,21 +388,27 @@ fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
     raw: Raw,
 ) -> Result<(), Error> {
     let (conn, subprotocol) = ws.handler_parts();
-    if let Some((batch, replies)) = conn.batch_with_replies(&raw) {
+    let lent = conn.batch_with_replies(&raw, |batch, replies| {
         let mut socket = Socket {
             sink: Sink::Replies(replies),
             subprotocol,
             sent,
         };
-        return catch_unwind(AssertUnwindSafe(|| {
+        let r = catch_unwind(AssertUnwindSafe(|| {
             for msg in batch {
                 handler.on_message_ref(&mut socket, msg);
                 if socket.sent.close.is_some() || socket.sent.error.is_some() {
                     break;
                 }
             }
-        }))
-        .map_err(|_| Error::Panicked);
+        }));
+        if let Sink::Replies(replies) = &socket.sink {
+            socket.sent.lent = replies.held();
+        }
+        r.map_err(|_| Error::Panicked)
+    });
+    if let Some(r) = lent {
+        return r;
     }
     let msg = ws.take_raw(raw);
     call(ws, sent, handler, |h, s| {
@@ -423,6 +433,8 @@ async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     }
     if let Some((msg, compression)) = sent.first.take() {
         ws.reply_alone(msg, compression).await?;
+    } else if let Some((kind, at)) = sent.lent.take() {
+        ws.reply_lent(kind, at).await?;
     } else if queued && !ws.has_room() {
         ws.room().await?;
     }

@@ -77,9 +77,12 @@ impl<'a> Batch<'a> {
         pending: &'a mut usize,
     ) -> Batch<'a> {
         let base = *pending;
+        // Fewer than two bytes hold no frame: no run to start (one message a read, as
+        // an echo's, costs no call of the kernel).
+        let run = (rest.len() >= 2).then(|| frame::run(rest, rules));
         Batch {
             first: Some(first),
-            run: Some(frame::run(rest, rules)),
+            run,
             pending: Some(pending),
             base,
         }
@@ -166,16 +169,17 @@ impl Connection {
         Batch::one(self.raw_ref(&raw))
     }
 
-    /// The whole message `kind` at `at` that [`poll_short`](Self::poll_short) lent, and
-    /// the run after it, as a batch.
+    /// [`poll_short`](Self::poll_short) as an event, for a receive that lends what it
+    /// finds: a receive that waits for the peer finds nothing past the message before it,
+    /// which is tested first.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    #[inline]
-    pub(crate) fn batch_after(
-        &mut self,
-        kind: MessageKind,
-        at: core::ops::Range<usize>,
-    ) -> Batch<'_> {
-        self.batch_of(Raw::whole(kind, Loc::Rx(at)))
+    #[inline(always)]
+    pub(crate) fn lend_next(&mut self) -> Option<Raw> {
+        if self.rx_read + self.held + self.rx_pending >= self.rx.len() {
+            return None;
+        }
+        let (kind, at) = self.poll_short()?;
+        Some(Raw::whole(kind, Loc::Rx(at)))
     }
 }
 

@@ -21,6 +21,13 @@ pub(crate) struct Replies<'a> {
     closed: bool,
     /// A fragmented message is being sent: whole messages are refused.
     in_progress: bool,
+    /// The message lent, and where it lies in the receive buffer, when it is the only one
+    /// (nothing more buffered, nothing queued, a server without permessage-deflate): a
+    /// reply that is this very message is held ([`held`](Self::held)) to be written
+    /// straight from the receive buffer, as `send` writes an owned message, instead of
+    /// being copied into the queue.
+    lone: Option<(&'a [u8], core::ops::Range<usize>)>,
+    held: Option<(MessageKind, core::ops::Range<usize>)>,
 }
 
 /// [`Tx`]'s borrows, kept to make a `Tx` per frame.
@@ -58,6 +65,16 @@ impl Replies<'_> {
         if self.in_progress {
             return Err(SendError::MessageInProgress);
         }
+        if let Some((lent, at)) = &self.lone
+            && self.held.is_none()
+            && compression != Compression::Always
+            && core::ptr::eq(payload, *lent)
+        {
+            // The first reply, and it is the message lent: held.
+            self.held = Some((kind, at.clone()));
+            return Ok(());
+        }
+        self.queue_held();
         #[cfg(feature = "deflate")]
         if let Some(pmd) = self.deflate.as_deref_mut() {
             let mut out = Vec::new();
@@ -86,21 +103,45 @@ impl Replies<'_> {
         if payload.len() > MAX_CONTROL_PAYLOAD {
             return Err(SendError::ControlTooLong);
         }
+        self.queue_held();
         self.tx.tx().queue_slice(true, false, opcode, payload)
     }
 
     /// From now on every send is refused, as after [`Connection::close`].
     pub(crate) fn refuse(&mut self) {
         self.closed = true;
+        self.queue_held();
+    }
+
+    /// A held reply goes to the queue (copied), ahead of what follows it; no reply is
+    /// held from then on.
+    fn queue_held(&mut self) {
+        if let (Some((kind, _)), Some((lent, _))) = (self.held.take(), self.lone.take()) {
+            // Copying into the queue cannot fail for a server (no masking key to draw).
+            let _ = self.tx.tx().queue_slice(true, false, kind.opcode(), lent);
+        }
+        self.lone = None;
+    }
+
+    /// The reply held to be written from the receive buffer, if there is one: its kind and
+    /// where it lies ([`Connection::lone_header`], then the bytes at that range).
+    pub(crate) fn held(&self) -> Option<(MessageKind, core::ops::Range<usize>)> {
+        self.held.clone()
     }
 }
 
 impl Connection {
-    /// The event `raw` (from [`poll_raw`](Self::poll_raw)) as a [`Batch`] (see
-    /// [`batch_of`](Self::batch_of)), with the send side to reply on while it is lent.
-    /// `None` for a message inflated into the scratch buffer of chunk delivery, which the
-    /// compressor's state shares.
-    pub(crate) fn batch_with_replies(&mut self, raw: &Raw) -> Option<(Batch<'_>, Replies<'_>)> {
+    /// Runs `f` with the event `raw` (from [`poll_raw`](Self::poll_raw)) as a [`Batch`]
+    /// (see [`batch_of`](Self::batch_of)) and the send side to reply on while it is lent
+    /// (both made in place, not returned: they are a few hundred bytes). `None` for a
+    /// control frame, and for a message inflated into the scratch buffer of chunk
+    /// delivery, which the compressor's state shares.
+    #[inline(always)]
+    pub(crate) fn batch_with_replies<R>(
+        &mut self,
+        raw: &Raw,
+        f: impl FnOnce(Batch<'_>, Replies<'_>) -> R,
+    ) -> Option<R> {
         #[cfg(feature = "deflate")]
         if matches!(
             raw,
@@ -113,12 +154,23 @@ impl Connection {
         }
         let closed = self.check_open().is_err();
         let in_progress = self.sending.is_some();
-        let runs = self.runs();
+        let start = self.rx_read + self.rx_pending;
+        // A run needs a frame's first two bytes after the message.
+        let runs = start + 2 <= self.rx.len() && self.runs();
         if runs {
             self.note_frame();
         }
+        // A reply that is the message itself may be written from the receive buffer when
+        // it is the only message and nothing waits to be written before it.
+        let lone_ok = !runs
+            && !closed
+            && !in_progress
+            && self.role == crate::codec::Role::Server
+            && self.out.is_empty()
+            && !self.is_deflate();
         let rules = self.decoder.batch_rules();
-        let (first, rest) = self.rx.split_at_mut(self.rx_read + self.rx_pending);
+        let (first, rest) = self.rx.split_at_mut(start);
+        let mut lone = None;
         let batch = match raw {
             Raw::Data {
                 kind,
@@ -133,10 +185,13 @@ impl Connection {
                 kind,
                 loc: Loc::Rx(at),
                 ..
-            } => Batch::one(crate::message::MessageRef::from_data(
-                *kind,
-                &first[at.clone()],
-            )),
+            } => {
+                let payload = &first[at.clone()];
+                if lone_ok {
+                    lone = Some((payload, at.clone()));
+                }
+                Batch::one(crate::message::MessageRef::from_data(*kind, payload))
+            }
             Raw::Data {
                 kind,
                 loc: Loc::Msg,
@@ -156,7 +211,44 @@ impl Connection {
             deflate: self.deflate.as_deref_mut().map(|d| &mut d.pmd),
             closed,
             in_progress,
+            lone,
+            held: None,
         };
-        Some((batch, replies))
+        Some(f(batch, replies))
+    }
+}
+
+impl Connection {
+    /// The bytes at `at` in the receive buffer: a message lent and held as its own reply
+    /// ([`Replies::held`]), for the IO layer to write straight from the buffer.
+    pub(crate) fn lent_bytes(&self, at: core::ops::Range<usize>) -> &[u8] {
+        &self.rx[at]
+    }
+
+    /// Queues what a direct write of the held reply `header` + the bytes at `at` left:
+    /// its first `written` bytes went out (copied: the receive buffer moves on).
+    pub(crate) fn lent_unwritten(
+        &mut self,
+        header: &crate::codec::HeaderBuf,
+        at: core::ops::Range<usize>,
+        written: usize,
+    ) {
+        let payload = bytes::Bytes::copy_from_slice(&self.rx[at]);
+        self.out.push_rest(header.as_slice(), payload, written);
+    }
+
+    /// Queues the held reply at `at` (copied) when it cannot be written directly.
+    pub(crate) fn send_lent(
+        &mut self,
+        kind: MessageKind,
+        at: core::ops::Range<usize>,
+    ) -> Result<(), SendError> {
+        let tx = Tx {
+            role: self.role,
+            encoder: &mut self.encoder,
+            out: &mut self.out,
+            wbuf: &mut self.wbuf,
+        };
+        tx.queue_slice(true, false, kind.opcode(), &self.rx[at])
     }
 }

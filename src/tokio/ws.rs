@@ -536,18 +536,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// # }
     /// ```
     pub async fn recv_batch(&mut self) -> Result<Option<Batch<'_>>, Error> {
-        if let Some((kind, at)) = self.engine.conn.poll_short() {
-            return Ok(Some(self.engine.conn.batch_after(kind, at)));
-        }
-        let raw = match self.engine.try_recv_raw(true) {
-            Ok(raw) => raw,
-            Err(first) => {
-                let mut first = Some(first);
-                match poll_fn(|cx| self.poll_whole_raw(cx, first.take())).await? {
-                    Some(raw) => raw,
-                    None => return Ok(None),
-                }
-            }
+        let Some(raw) = self.recv_raw().await? else {
+            return Ok(None);
         };
         Ok(Some(self.engine.conn.batch_of(raw)))
     }
@@ -641,20 +631,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.put(msg, compression, Put::Alone)
     }
 
-    /// For the handler API's borrowed callbacks: the next event as positions in the
-    /// connection's buffers, as [`recv_ref`](Self::recv_ref) finds it, to lend with the
-    /// run after it ([`Connection::batch_with_replies`]) or take.
-    pub(crate) async fn recv_raw(&mut self) -> Result<Option<Raw>, Error> {
-        if let Some((kind, at)) = self.engine.conn.poll_short() {
-            return Ok(Some(Raw::whole(kind, crate::connection::Loc::Rx(at))));
-        }
-        match self.engine.try_recv_raw(true) {
-            Ok(raw) => Ok(Some(raw)),
-            Err(first) => {
-                let mut first = Some(first);
-                poll_fn(|cx| self.poll_whole_raw(cx, first.take())).await
-            }
-        }
+    /// For [`recv_batch`](Self::recv_batch) and the handler API's borrowed callbacks: the
+    /// next event as positions in the connection's buffers, to lend with the run after
+    /// it ([`Connection::batch_of`], [`Connection::batch_with_replies`]) or take.
+    pub(crate) fn recv_raw(&mut self) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
+        poll_fn(move |cx| self.engine.poll_recv_lent(cx, &mut self.io))
+    }
+
+    /// For the handler API's borrowed callback: its only reply, the message lent at `at`
+    /// itself, written straight from the receive buffer (see
+    /// [`Engine::poll_write_lent`]).
+    pub(crate) fn reply_lent(
+        &mut self,
+        kind: MessageKind,
+        at: std::ops::Range<usize>,
+    ) -> impl Future<Output = Result<(), Error>> + '_ {
+        let mut at = Some(at);
+        poll_fn(move |cx| {
+            Poll::Ready(match at.take() {
+                Some(at) => self.engine.poll_write_lent(cx, &mut self.io, kind, at),
+                None => Ok(()),
+            })
+        })
     }
 
     /// For the handler API: the event `raw` (from [`recv_raw`](Self::recv_raw)), taken.
