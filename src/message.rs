@@ -91,6 +91,7 @@ pub enum Message {
 
 impl Message {
     /// The message borrowed.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn as_message_ref(&self) -> MessageRef<'_> {
         match self {
             Message::Text(t) => MessageRef::Text(t.as_str()),
