@@ -39,7 +39,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// allocated or reference-counted. A message that does not arrive with others (or
     /// ends a batch) is copied once into this half's buffer, as
     /// [`recv_ref`](Self::recv_ref) copies it. Messages of a batch dropped before its
-    /// end go back to the connection (copied) at the next call.
+    /// end go back to the connection (copied) at the next call. The half keeps the
+    /// buffer of its last batch (up to 64 KiB of it) for the next one.
     pub async fn recv_batch(&mut self) -> Result<Option<Batch<'_>>, Error> {
         self.give_back();
         let got = poll_fn(|cx| self.poll_batch(cx)).await?;
@@ -70,7 +71,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
             Poll::Ready(Ok(Some(Got::Lent)))
         })
     }
-
 }
 
 impl HalfBatch {
