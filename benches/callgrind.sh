@@ -6,10 +6,14 @@
 #   bash benches/callgrind.sh firehose CLIENT SIZE
 #   e.g. bash benches/callgrind.sh echo_rapidws 1024
 #        bash benches/callgrind.sh echo_rapidws 1024 --handler
+#        bash benches/callgrind.sh echo_rapidws 1024 --handler-ref
 #        CONNS=100 KIND=text bash benches/callgrind.sh echo_wtx 16384
 #        CONNS=1 INFLIGHT=64 COUNT=rapidws::handler::call \
 #            bash benches/callgrind.sh echo_rapidws 1024 --handler
+#        CONNS=1 INFLIGHT=64 COUNT=on_message_ref \
+#            bash benches/callgrind.sh echo_rapidws 1024 --handler-ref
 #        bash benches/callgrind.sh firehose rapidws-ref 64
+#        bash benches/callgrind.sh firehose rapidws-batch 64
 #        bash benches/callgrind.sh firehose mem-decoder 50-500
 #
 # Echo: runs the server (a binary of benches/load, built with
@@ -22,7 +26,8 @@
 # machine's load does not change the figure. With INFLIGHT messages in flight on each
 # connection (default 1) a write carries several echoes: name in COUNT a function the server
 # calls once per message received (for rapidws: `rapidws::handler::call` under the handler
-# API, `Connection>::take` otherwise).
+# API, `on_message_ref` under its borrowed callback (`--handler-ref`), `Connection>::take`
+# otherwise).
 #
 # Firehose: runs the firehose client (any --client of benches/load/src/bin/firehose.rs,
 # mem-* included) under callgrind against a firehose_server run natively, turns

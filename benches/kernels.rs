@@ -1,5 +1,5 @@
-//! Kernel benchmarks: masking, UTF-8 (one-shot, unmask+validate) and frame scanning,
-//! per backend and auto-dispatch, against peers in the same run.
+//! Kernel benchmarks: masking, UTF-8 (one-shot, unmask+validate), frame scanning and the
+//! batch decoder, per backend and auto-dispatch, against peers in the same run.
 //!
 //! Full run: `cargo bench --bench kernels`. Filter with a regex, e.g.
 //! `cargo bench --bench kernels -- 'mask/(16|128)B'` or `-- utf8/mixed`.
@@ -14,6 +14,8 @@ use rapidws_simd::{Backend, frame, mask, utf8};
 #[path = "support/corpus.rs"]
 mod corpus;
 use corpus::mixed_corpus;
+#[path = "support/reads.rs"]
+mod reads;
 
 const SIZES: &[usize] = &[2, 16, 64, 125, 128, 1 << 10, 16 << 10, 256 << 10, 1 << 20];
 /// Text corpora are larger than L2, and the benches rotate through distinct slices.
@@ -265,6 +267,53 @@ fn bench_scan(c: &mut Criterion) {
     }
 }
 
+/// The batch decoder (`frame::decode`) over a read of 64 KiB of text frames of 2 to 512
+/// bytes, masked and not, per backend and auto, against the frame-by-frame path through
+/// the public entries (`reads::frame_by_frame`) and our `codec::Decoder` frame by frame.
+/// Throughput in frames.
+fn bench_batch(c: &mut Criterion) {
+    use rapidws::Role;
+    use rapidws::codec::{Decoder, DecoderConfig};
+    for payload in [2usize, 5, 16, 64, 128, 512] {
+        for masked in [false, true] {
+            let (wire, count) = reads::read(payload, masked, false, false, 64 << 10);
+            let rules = reads::rules(masked);
+            let name = format!(
+                "batch/{}{}",
+                label(payload),
+                if masked { "/masked" } else { "" }
+            );
+            let mut g = c.benchmark_group(&name);
+            g.throughput(Throughput::Elements(count as u64));
+            let mut buf = wire.clone();
+            for b in backends() {
+                g.bench_function(b.name(), |bench| {
+                    bench.iter(|| reads::batch(Some(b), black_box(&mut buf), &rules));
+                });
+            }
+            g.bench_function("auto", |bench| {
+                bench.iter(|| reads::batch(None, black_box(&mut buf), &rules));
+            });
+            g.bench_function("frame_by_frame", |bench| {
+                bench.iter(|| reads::frame_by_frame(black_box(&mut buf), &rules));
+            });
+            let role = if masked { Role::Server } else { Role::Client };
+            let mut dec = Decoder::new(DecoderConfig::new(role));
+            g.bench_function("decoder", |bench| {
+                bench.iter(|| {
+                    let mut pos = 0;
+                    while pos < buf.len() {
+                        pos += dec
+                            .decode(black_box(&mut buf[pos..]))
+                            .map_or(buf.len(), |d| d.consumed);
+                    }
+                });
+            });
+            g.finish();
+        }
+    }
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(200))
@@ -276,6 +325,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = kernels;
     config = config();
-    targets = bench_mask, bench_utf8, bench_fused, bench_scan
+    targets = bench_mask, bench_utf8, bench_fused, bench_scan, bench_batch
 }
 criterion_main!(kernels);

@@ -16,7 +16,7 @@
 //!   64-byte aligned address and one byte past it.
 //!
 //! `cargo bench --bench kernels_min [-- FILTER]` (FILTER: a substring of the point names,
-//! such as `utf8/mixed`, `mask/`, `frame/` or `scan/`).
+//! such as `utf8/mixed`, `mask/`, `frame/`, `scan/` or `batch/`).
 
 use std::hint::black_box;
 use std::pin::Pin;
@@ -28,6 +28,8 @@ use rapidws_simd::{Backend, frame, mask, utf8};
 #[path = "support/corpus.rs"]
 mod corpus;
 use corpus::mixed_corpus;
+#[path = "support/reads.rs"]
+mod reads;
 
 /// Distinct inputs per point take at most this many bytes in all.
 const POOL: usize = 512 << 10;
@@ -646,6 +648,135 @@ fn bench_scan(want: &dyn Fn(&str) -> bool) {
     }
 }
 
+// ---- the batch decoder ----
+
+/// A read of 64 KiB of text frames of 2 to 512 bytes, masked (a server's read) and not:
+/// the batch kernel per backend and through `frame::decode`, against the frame-by-frame
+/// path through the public entries (`reads::frame_by_frame`: `parse_header`,
+/// `mask::apply`, `utf8::validate` per frame), our `codec::Decoder` frame by frame, and
+/// tokio-websockets' `WebSocketStream` (its frame decoder is private). Times per frame.
+///
+/// Then the UTF-8 check's cost per byte inside the batch (`batch/utf8`): a read of 64-byte
+/// frames decoded as text less the same bytes as binary frames, per payload byte, against
+/// `utf8::validate` of one 64 KiB buffer of the same text, per byte.
+fn bench_batch(want: &dyn Fn(&str) -> bool) {
+    use rapidws::Role;
+    use rapidws::codec::{Decoder, DecoderConfig};
+    use reads::{batch, frame_by_frame, read, rules};
+    const READ: usize = 64 << 10;
+    let backends: Vec<Backend> = Backend::ALL
+        .into_iter()
+        .filter(|b| b.is_available())
+        .collect();
+    for payload in [2usize, 5, 16, 64, 128, 512] {
+        for masked in [false, true] {
+            let name = format!(
+                "batch/{}{}",
+                label(payload),
+                if masked { "/masked" } else { "" }
+            );
+            if !want(&name) {
+                continue;
+            }
+            let (wire, count) = read(payload, masked, false, false, READ);
+            let rules = rules(masked);
+            let mut buf = wire.clone();
+            let role = if masked { Role::Server } else { Role::Client };
+            let mut dec = Decoder::new(DecoderConfig::new(role));
+            let mut tws = tws_stream(wire.clone(), masked);
+            // Contenders: each backend, auto, frame by frame, the decoder, tokio-websockets.
+            let n = backends.len();
+            let ids: Vec<usize> = (0..n + 4).collect();
+            let batch_f: fn(Option<Backend>, &mut [u8], &frame::Rules) -> usize = black_box(batch);
+            let fbf: fn(&mut [u8], &frame::Rules) -> usize = black_box(frame_by_frame);
+            let t = min_times(&ids, 1, READ, |c, _| {
+                let got = if c < n {
+                    batch_f(Some(backends[c]), &mut buf, &rules)
+                } else if c == n {
+                    batch_f(None, &mut buf, &rules)
+                } else if c == n + 1 {
+                    fbf(&mut buf, &rules)
+                } else if c == n + 2 {
+                    decoder_read(&mut dec, &mut buf)
+                } else {
+                    (0..count).map(|_| tws_next(&mut tws)).count()
+                };
+                assert_eq!(got, count, "{name} contender {c}");
+            });
+            let per = |x: f64| x / count as f64;
+            let mut line = format!("{name:22}");
+            for (b, v) in backends.iter().zip(&t) {
+                line += &format!(" {}={:.2}", b.name(), per(*v));
+            }
+            line += &format!(
+                " auto={:.2} frame_by_frame={:.2} decoder={:.2} tokio-websockets={:.2}  \
+                 frame_by_frame/auto={:.2} decoder/auto={:.2} tws/auto={:.2}",
+                per(t[n]),
+                per(t[n + 1]),
+                per(t[n + 2]),
+                per(t[n + 3]),
+                t[n + 1] / t[n],
+                t[n + 2] / t[n],
+                t[n + 3] / t[n],
+            );
+            println!("{line}");
+        }
+    }
+    for mixed in [false, true] {
+        let name = format!("batch/utf8/{}", if mixed { "mixed" } else { "ascii" });
+        if !want(&name) {
+            continue;
+        }
+        let (mut text, count) = read(64, false, mixed, false, READ);
+        let (mut bin, count_b) = read(64, false, mixed, true, READ);
+        assert_eq!(count, count_b);
+        let one = reads::corpus(mixed, READ);
+        let one = &one[..READ];
+        // A whole valid buffer: the corpus cut at a character boundary, padded.
+        let mut one = one.to_vec();
+        let mut cut = one.len();
+        while core::str::from_utf8(&one[..cut]).is_err() {
+            cut -= 1;
+        }
+        one[cut..].fill(b' ');
+        let rules = rules(false);
+        let batch_f: fn(Option<Backend>, &mut [u8], &frame::Rules) -> usize = black_box(batch);
+        let t = min_times(&[0usize, 1, 2], 1, READ, |c, _| match c {
+            0 => assert_eq!(batch_f(None, &mut text, &rules), count),
+            1 => assert_eq!(batch_f(None, &mut bin, &rules), count),
+            _ => assert!(utf8::validate(black_box(&one)).is_ok()),
+        });
+        let in_batch = (t[0] - t[1]) / (count * 64) as f64;
+        let whole = t[2] / one.len() as f64;
+        println!(
+            "{name:22} text={:.2} binary={:.2} ns/frame; utf8 in batch={:.4} ns/B, \
+             one 64 KiB buffer={:.4} ns/B, ratio={:.2}",
+            t[0] / count as f64,
+            t[1] / count as f64,
+            in_batch,
+            whole,
+            in_batch / whole
+        );
+    }
+}
+
+/// Our frame-by-frame decoder over a whole read; messages decoded.
+#[inline(never)]
+fn decoder_read(dec: &mut rapidws::codec::Decoder, buf: &mut [u8]) -> usize {
+    let mut pos = 0;
+    let mut n = 0;
+    while pos < buf.len() {
+        match dec.decode(&mut buf[pos..]) {
+            Ok(d) if d.item.is_some() => {
+                pos += d.consumed;
+                n += 1;
+            }
+            other => panic!("decoder: {other:?}"),
+        }
+    }
+    n
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; any other argument is a substring filter.
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
@@ -658,4 +789,5 @@ fn main() {
     bench_utf8(&want);
     bench_frame(&want);
     bench_scan(&want);
+    bench_batch(&want);
 }

@@ -28,13 +28,14 @@ TABLES_MD = os.path.join(RESULTS, "TABLES.md")
 
 OURS = ["rapidws", "rapidws-feed"]
 # What the pipelined targets are about: the plain loop and the handler API (feed is shown).
-PIPELINED_OURS = ["rapidws", "rapidws-handler", "rapidws-feed"]
-PLAIN = ["rapidws", "rapidws-feed", "rapidws-handler", "rapidws-split", "tokio-tungstenite",
+PIPELINED_OURS = ["rapidws", "rapidws-handler", "rapidws-handler-ref", "rapidws-feed"]
+PLAIN = ["rapidws", "rapidws-feed", "rapidws-handler", "rapidws-handler-ref", "rapidws-split",
+         "tokio-tungstenite",
          "fastwebsockets", "tokio-websockets", "yawc", "wtx", "raw-tcp"]
 PEERS = ["tokio-tungstenite", "fastwebsockets", "tokio-websockets", "yawc", "wtx"]
-FH_OURS = ["rapidws", "rapidws-ref"]
+FH_OURS = ["rapidws", "rapidws-ref", "rapidws-batch"]
 FH_PEERS = ["tokio-tungstenite", "fastwebsockets", "tokio-websockets", "wtx"]
-FH_MEM = ["mem-scan", "mem-decoder", "mem-connection"]
+FH_MEM = ["mem-scan", "mem-run", "mem-decoder", "mem-connection"]
 DEFLATE = ["rapidws-deflate", "yawc-deflate"]
 COLORS = {
     "rapidws": "#d62728", "rapidws-feed": "#ff7f0e", "rapidws-split": "#ff9896",
@@ -43,7 +44,8 @@ COLORS = {
     "tokio-websockets": "#9467bd", "yawc": "#8c564b", "yawc-deflate": "#8c564b",
     "raw-tcp": "#7f7f7f", "rapidws-handler": "#e377c2", "wtx": "#17becf",
     "rapidws-ref": "#ff7f0e", "mem-scan": "#bcbd22", "mem-decoder": "#dbdb8d",
-    "mem-connection": "#c7c7c7",
+    "mem-connection": "#c7c7c7", "rapidws-handler-ref": "#c5b0d5", "rapidws-batch": "#8c564b",
+    "mem-run": "#9edae5",
 }
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Loopback benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 14 minutes on 2 cores: 208 echo
-#                                  cells, 11 idle runs, 3 rounds of 50 firehose runs)
+#   bash benches/run.sh            the whole matrix (about 15 minutes on 2 cores: 215 echo
+#                                  cells, 11 idle runs, 3 rounds of 60 firehose runs)
 #   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B)
 #
 # It builds benches/load (its own workspace: the load tool, one echo server per library, the
@@ -64,6 +64,7 @@ ALL_SERVERS=(
     "rapidws|echo_rapidws|||all"
     "rapidws-feed|echo_rapidws|--feed||all"
     "rapidws-handler|echo_rapidws|--handler||core+arena"
+    "rapidws-handler-ref|echo_rapidws|--handler-ref||core+arena"
     "rapidws-split|echo_rapidws|--split||core"
     "tokio-tungstenite|echo_tungstenite|||all"
     "fastwebsockets|echo_fastwebsockets|||all"
@@ -79,7 +80,7 @@ CORE_CELLS=" binary|1024|1|1 binary|1024|100|1 binary|1024|1000|1 binary|16384|1
 ARENA_CELLS=" text|5|512|16 text|5|4096|16 "
 
 # Firehose clients (benches/load/src/bin/firehose.rs); mem-* read the same bytes in memory.
-ALL_FIREHOSE_CLIENTS="rapidws rapidws-ref tokio-tungstenite fastwebsockets tokio-websockets wtx mem-scan mem-decoder mem-connection"
+ALL_FIREHOSE_CLIENTS="rapidws rapidws-ref rapidws-batch tokio-tungstenite fastwebsockets tokio-websockets wtx mem-scan mem-run mem-decoder mem-connection"
 FIREHOSE_CLIENTS="${FIREHOSE_CLIENTS:-$ALL_FIREHOSE_CLIENTS}"
 
 # Cells: payload kind|size|connections|messages in flight per connection.

@@ -4,8 +4,11 @@
 //!
 //! ```text
 //! wstest -m fuzzingserver -s autobahn/fuzzingserver.json &
-//! cargo run --release --example autobahn_client [-- --url ws://127.0.0.1:9002]
+//! cargo run --release --example autobahn_client [-- --url ws://127.0.0.1:9002] [--batch]
 //! ```
+//!
+//! `--batch` receives with `recv_batch` (the whole messages of a read decoded by the batch
+//! kernel and lent at once) and echoes copies of them.
 
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|i| args.get(i + 1).cloned())
         .unwrap_or_else(|| "ws://127.0.0.1:9002".to_owned());
     let base = base.trim_end_matches('/');
+    let batch = args.iter().any(|a| a == "--batch");
     let connection = Config::default()
         .with_max_message_size(64 << 20)
         .with_max_frame_size(64 << 20)
@@ -46,6 +50,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for case in 1..=count {
         let url = format!("{base}/runCase?case={case}&agent={AGENT}");
         match connect(&url, &config).await {
+            Ok(mut ws) if batch => loop {
+                // The lent messages borrow `ws`: copies are kept to send them back.
+                let echoes: Vec<Message> = match ws.recv_batch().await {
+                    Ok(Some(lent)) => lent
+                        .filter(|m| m.is_data())
+                        .map(|m| m.to_message())
+                        .collect(),
+                    Ok(None) | Err(_) => break,
+                };
+                let mut sent = true;
+                for msg in echoes {
+                    sent = ws.send(msg).await.is_ok();
+                    if !sent {
+                        break;
+                    }
+                }
+                if !sent {
+                    break;
+                }
+            },
             Ok(mut ws) => loop {
                 match ws.recv().await {
                     Ok(Some(msg)) if msg.is_data() => {

@@ -2,17 +2,20 @@
 //! with permessage-deflate accepted and generous limits.
 //!
 //! ```text
-//! cargo run --release --example autobahn_server [-- --port 9001] [--split]
+//! cargo run --release --example autobahn_server [-- --port 9001] [--split | --handler-ref]
 //! wstest -m fuzzingclient -s autobahn/fuzzingclient.json
 //! ```
 //!
 //! `--split` runs each connection with split halves: one task receives and forwards
 //! messages over a small channel, another sends them back and acknowledges each echo.
+//! `--handler-ref` echoes from the handler API's borrowed callback: the whole messages of a
+//! read decoded by the batch kernel and lent, each reply framed into the output queue.
 
 use std::time::Duration;
 
 use rapidws::deflate::DeflateConfig;
-use rapidws::tokio::{Config, ServerConfig, WebSocket, serve};
+use rapidws::handler::{Handler, Socket, serve_handler};
+use rapidws::tokio::{Config, MessageRef, ServerConfig, WebSocket, serve};
 use tokio::net::{TcpListener, TcpStream};
 
 #[tokio::main]
@@ -25,6 +28,7 @@ async fn main() -> std::io::Result<()> {
         .and_then(|p| p.parse().ok())
         .unwrap_or(9001u16);
     let split = args.iter().any(|a| a == "--split");
+    let handler_ref = args.iter().any(|a| a == "--handler-ref");
     let connection = Config::default()
         .with_max_message_size(64 << 20)
         .with_max_frame_size(64 << 20)
@@ -37,9 +41,17 @@ async fn main() -> std::io::Result<()> {
     println!(
         "autobahn testee server on ws://{}/ ({})",
         listener.local_addr()?,
-        if split { "split halves" } else { "single task" }
+        if split {
+            "split halves"
+        } else if handler_ref {
+            "borrowed handler"
+        } else {
+            "single task"
+        }
     );
-    if split {
+    if handler_ref {
+        serve_handler(listener, config, |_peer| EchoRef).await
+    } else if split {
         serve(listener, config, echo_split).await
     } else {
         serve(listener, config, echo).await
@@ -80,4 +92,16 @@ async fn echo_split(ws: WebSocket<TcpStream>) {
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// The borrowed echo: every text and binary message lent, its copy framed into the
+/// output queue (a message that is the only one of its read goes back from the receive
+/// buffer itself).
+struct EchoRef;
+
+impl Handler for EchoRef {
+    const BORROWED: bool = true;
+    fn on_message_ref(&mut self, socket: &mut Socket<'_>, msg: MessageRef<'_>) {
+        socket.send_ref(msg);
+    }
 }

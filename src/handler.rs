@@ -70,10 +70,11 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
-use crate::connection::{Connection, SendError};
+use crate::codec::{MessageKind, OpCode};
+use crate::connection::{Connection, Raw, Replies, SendError};
 use crate::tokio::{
-    self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Compression, Message, ServerConfig,
-    WebSocket,
+    self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Compression, Message, MessageRef,
+    ServerConfig, WebSocket,
 };
 
 /// Sends from inside a callback, onto the connection's own send queue. What a callback
@@ -87,11 +88,25 @@ use crate::tokio::{
 /// A callback may queue past the send queue's high-water mark
 /// ([`Config::send_queue_high_water`](crate::tokio::Config::send_queue_high_water)):
 /// the next message is then received once the queue is back under it.
-#[derive(Debug)]
 pub struct Socket<'a> {
-    conn: &'a mut Connection,
+    sink: Sink<'a>,
     subprotocol: Option<&'a str>,
     sent: &'a mut Sent,
+}
+
+/// Where a [`Socket`] sends: the connection, or (in [`Handler::on_message_ref`], while
+/// the message borrows the connection's receive buffer) its send side alone.
+enum Sink<'a> {
+    Conn(&'a mut Connection),
+    Replies(Replies<'a>),
+}
+
+impl fmt::Debug for Socket<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Socket")
+            .field("subprotocol", &self.subprotocol)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a callback did with its [`Socket`], for the connection's task to finish.
@@ -102,6 +117,9 @@ struct Sent {
     first: Option<(Message, Compression)>,
     /// Messages went to the connection's queue (the first with them).
     queued: bool,
+    /// A borrowed callback's only reply, the message it was lent: written straight from
+    /// the receive buffer, where it lies at this range ([`WebSocket::reply_lent`]).
+    lent: Option<(MessageKind, std::ops::Range<usize>)>,
     /// Why a send failed (the sends after it were dropped).
     error: Option<SendError>,
     close: Option<(CloseCode, String)>,
@@ -115,6 +133,7 @@ impl Sent {
     #[inline]
     fn settled(&mut self, has_room: impl FnOnce() -> bool) -> bool {
         let settled = self.first.is_none()
+            && self.lent.is_none()
             && self.error.is_none()
             && self.close.is_none()
             && (!self.queued || has_room());
@@ -136,10 +155,14 @@ impl Socket<'_> {
     /// [`Compression::Always`] compresses it however short, when permessage-deflate was
     /// agreed.
     pub fn send_with(&mut self, msg: Message, compression: Compression) {
+        let conn = match &mut self.sink {
+            Sink::Conn(conn) => conn,
+            Sink::Replies(_) => return self.send_ref_with(msg.as_message_ref(), compression),
+        };
         let sent = &mut *self.sent;
         // Held only while it may be written alone: with more input buffered it would be
         // queued for the write after the next messages anyway, so it is queued now.
-        if !sent.queued && sent.first.is_none() && self.conn.buffered_input() == 0 {
+        if !sent.queued && sent.first.is_none() && conn.buffered_input() == 0 {
             sent.first = Some((msg, compression));
             return;
         }
@@ -151,9 +174,73 @@ impl Socket<'_> {
 
     fn queue(&mut self, msg: Message, compression: Compression) {
         self.sent.queued = true;
-        if self.sent.error.is_none()
-            && let Err(e) = self.conn.send_message(msg, compression, ws::now)
-        {
+        if self.sent.error.is_some() {
+            return;
+        }
+        let r = match &mut self.sink {
+            Sink::Conn(conn) => conn.send_message(msg, compression, ws::now),
+            Sink::Replies(_) => return self.send_ref_with(msg.as_message_ref(), compression),
+        };
+        if let Err(e) = r {
+            self.sent.error = Some(e);
+        }
+    }
+
+    /// Queues a copy of a borrowed message (a message lent to
+    /// [`Handler::on_message_ref`], or anything else): framed straight into the
+    /// connection's output queue, the payload copied once (as [`Connection::send`] does),
+    /// with no allocation for small messages. A `Close` starts the close handshake.
+    pub fn send_ref(&mut self, msg: MessageRef<'_>) {
+        self.send_ref_with(msg, Compression::Auto);
+    }
+
+    /// [`send_ref`](Self::send_ref) with the choice of whether it is compressed (see
+    /// [`send_with`](Self::send_with)).
+    pub fn send_ref_with(&mut self, msg: MessageRef<'_>, compression: Compression) {
+        if self.sent.error.is_some() {
+            return;
+        }
+        let r = match &mut self.sink {
+            Sink::Conn(conn) => {
+                if let Some((first, c)) = self.sent.first.take() {
+                    self.sent.queued = true;
+                    if let Err(e) = conn.send_message(first, c, ws::now) {
+                        self.sent.error = Some(e);
+                        return;
+                    }
+                }
+                match msg {
+                    MessageRef::Text(t) => {
+                        conn.send_with(MessageKind::Text, t.as_bytes(), compression)
+                    }
+                    MessageRef::Binary(b) => conn.send_with(MessageKind::Binary, b, compression),
+                    MessageRef::Ping(p) => conn.ping(p),
+                    MessageRef::Pong(p) => conn.pong(p),
+                    MessageRef::Close(c) => {
+                        let (code, reason) = c.unwrap_or((CloseCode::NORMAL, ""));
+                        conn.close(ws::now(), code, reason)
+                    }
+                }
+            }
+            Sink::Replies(replies) => match msg {
+                MessageRef::Text(t) => replies.send(MessageKind::Text, t.as_bytes(), compression),
+                MessageRef::Binary(b) => replies.send(MessageKind::Binary, b, compression),
+                MessageRef::Ping(p) => replies.control(OpCode::Ping, p),
+                MessageRef::Pong(p) => replies.control(OpCode::Pong, p),
+                MessageRef::Close(c) => {
+                    // The close handshake starts once the callback returns, after what it
+                    // sent before; what it sends after is refused, as after a close.
+                    let (code, reason) = c.unwrap_or((CloseCode::NORMAL, ""));
+                    if self.sent.close.is_none() {
+                        self.sent.close = Some((code, reason.to_owned()));
+                    }
+                    replies.refuse();
+                    Ok(())
+                }
+            },
+        };
+        self.sent.queued = true;
+        if let Err(e) = r {
             self.sent.error = Some(e);
         }
     }
@@ -192,6 +279,35 @@ pub trait Handler: Send + 'static {
     /// A text or binary message arrived.
     fn on_message(&mut self, socket: &mut Socket<'_>, msg: Message) {
         let _ = (socket, msg);
+    }
+    /// Whether text and binary messages come to
+    /// [`on_message_ref`](Self::on_message_ref), lent, instead of to
+    /// [`on_message`](Self::on_message). `false` by default.
+    const BORROWED: bool = false;
+    /// With [`BORROWED`](Self::BORROWED) set, a text or binary message arrived, lent from
+    /// the connection's receive buffer for the length of the call: no allocation, copy or
+    /// reference count per message. The whole messages of one read are decoded together
+    /// by the batch kernel and lent one call after another; replies sent with
+    /// [`Socket::send_ref`] (or any send) are framed straight into the output queue, and
+    /// leave together once nothing more is buffered. The default makes a [`Message`] of it
+    /// (a copy) for [`on_message`](Self::on_message).
+    ///
+    /// ```
+    /// use rapidws::handler::{Handler, Socket};
+    /// use rapidws::tokio::MessageRef;
+    ///
+    /// /// Echoes every message without taking ownership of it.
+    /// struct Echo;
+    ///
+    /// impl Handler for Echo {
+    ///     const BORROWED: bool = true;
+    ///     fn on_message_ref(&mut self, socket: &mut Socket<'_>, msg: MessageRef<'_>) {
+    ///         socket.send_ref(msg);
+    ///     }
+    /// }
+    /// ```
+    fn on_message_ref(&mut self, socket: &mut Socket<'_>, msg: MessageRef<'_>) {
+        self.on_message(socket, msg.to_message());
     }
     /// A ping arrived (the pong is already on its way).
     fn on_ping(&mut self, socket: &mut Socket<'_>, payload: Bytes) {
@@ -253,11 +369,51 @@ fn call<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
 ) -> Result<(), Error> {
     let (conn, subprotocol) = ws.handler_parts();
     let mut socket = Socket {
-        conn,
+        sink: Sink::Conn(conn),
         subprotocol,
         sent,
     };
     catch_unwind(AssertUnwindSafe(|| f(handler, &mut socket))).map_err(|_| Error::Panicked)
+}
+
+/// Lends the data message `raw` and every whole message buffered after it to
+/// [`Handler::on_message_ref`], one call after another, with panics caught; the batch
+/// stops at the first callback that closes or whose send failed (the messages not lent
+/// stay buffered). Messages that cannot be lent (chunk delivery's inflated scratch) go
+/// to it owned.
+fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
+    ws: &mut WebSocket<S>,
+    sent: &mut Sent,
+    handler: &mut H,
+    raw: Raw,
+) -> Result<(), Error> {
+    let (conn, subprotocol) = ws.handler_parts();
+    let lent = conn.batch_with_replies(&raw, |batch, replies| {
+        let mut socket = Socket {
+            sink: Sink::Replies(replies),
+            subprotocol,
+            sent,
+        };
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            for msg in batch {
+                handler.on_message_ref(&mut socket, msg);
+                if socket.sent.close.is_some() || socket.sent.error.is_some() {
+                    break;
+                }
+            }
+        }));
+        if let Sink::Replies(replies) = &socket.sink {
+            socket.sent.lent = replies.held();
+        }
+        r.map_err(|_| Error::Panicked)
+    });
+    if let Some(r) = lent {
+        return r;
+    }
+    let msg = ws.take_raw(raw);
+    call(ws, sent, handler, |h, s| {
+        h.on_message_ref(s, msg.as_message_ref())
+    })
 }
 
 /// Finishes what a callback sent (waiting for room in the send queue, not for the
@@ -277,6 +433,8 @@ async fn deliver<S: AsyncRead + AsyncWrite + Unpin>(
     }
     if let Some((msg, compression)) = sent.first.take() {
         ws.reply_alone(msg, compression).await?;
+    } else if let Some((kind, at)) = sent.lent.take() {
+        ws.reply_lent(kind, at).await?;
     } else if queued && !ws.has_room() {
         ws.room().await?;
     }
@@ -317,6 +475,24 @@ where
             // Closed: the receive side reports how it ended.
             Err(ws::Error::Closed) => {}
             Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),
+        }
+        if H::BORROWED {
+            let raw = match ws.recv_raw().await {
+                Ok(Some(raw)) => raw,
+                Ok(None) => return finish(handler, ws.close_frame().cloned(), None),
+                Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),
+            };
+            if matches!(raw, Raw::Data { .. }) {
+                result = call_batch(&mut ws, &mut sent, handler, raw);
+                continue;
+            }
+            let sent = &mut sent;
+            result = match ws.take_raw(raw) {
+                Message::Ping(p) => call(&mut ws, sent, handler, |h, s| h.on_ping(s, p)),
+                Message::Pong(p) => call(&mut ws, sent, handler, |h, s| h.on_pong(s, p)),
+                _ => Ok(()),
+            };
+            continue;
         }
         let msg = match ws.recv().await {
             Ok(Some(m)) => m,

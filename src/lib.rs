@@ -4,10 +4,11 @@
 //! The protocol lives in a sans-IO core ([`codec`], [`handshake`], [`connection`] and,
 //! with feature `deflate`, [`deflate`]): bytes and time go in, events and bytes come out;
 //! it never touches a socket or reads a clock. The IO layers ([`tokio`][tokio-layer]
-//! and [`blocking`]) drive that one core. The hot paths (masking and UTF-8 validation) are
-//! SIMD kernels from [`rapidws_simd`](simd), which also has a scalar scanner of frame
-//! headers (not used by the decoder, which takes one frame per call) and is the only crate
-//! with `unsafe` code; this one is `#![forbid(unsafe_code)]`.
+//! and [`blocking`]) drive that one core. The hot paths (masking, UTF-8 validation, and
+//! the batch decoder that checks, unmasks and validates the whole messages of a read in
+//! one call for the batch receives, [`Connection::poll_batch`] and `recv_batch`) are SIMD
+//! kernels from [`rapidws_simd`](simd), the only crate with `unsafe` code; this one is
+//! `#![forbid(unsafe_code)]`.
 //!
 //! Hostile input gives a typed error and the right close code (1002 protocol error,
 //! 1007 invalid UTF-8, 1009 too big), never a panic or an allocation the peer sized: every
@@ -54,7 +55,8 @@
 //! | a client behind a proxy | [`ClientConfig::with_proxy`] (feature `proxy`) |
 //! | a route in a hyper or axum app | [`hyper::upgrade`], [`axum::WebSocketUpgrade`] (features `hyper`, `axum`), over HTTP/1.1 and HTTP/2 |
 //! | WebSockets on an HTTP/2 connection you hold | [`http2::connect`] (feature `http2`) |
-//! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`] |
+//! | callbacks instead of a receive loop | [`handler::serve_handler`] and [`handler::dial_handler`]; messages lent to the callback with [`handler::Handler::BORROWED`] |
+//! | a stream of small messages (market data) | [`tokio::WebSocket::recv_batch`] (and [`blocking::WebSocket::read_batch`], [`Connection::poll_batch`]): every whole message of a read lent at once |
 //! | one message to many peers | [`PreparedMessage`]: framed (and compressed) once, shared by every send |
 //! | to compress one message, or not | [`Compression`]: `Never` or `Always` for one send (`send_with`, `feed_with`, `try_send_with`, `begin_message_with`, [`Connection::send_with`], [`PreparedMessage::with_compression`]) |
 //! | no async runtime | [`blocking::accept`] and [`blocking::connect`] |
@@ -348,6 +350,9 @@
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`handler`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/handler/index.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`handler::serve_handler`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/handler/fn.serve_handler.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`handler::dial_handler`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/handler/fn.dial_handler.html"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`handler::Handler::BORROWED`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/handler/trait.Handler.html#associatedconstant.BORROWED"))]
+#![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::WebSocket::recv_batch`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/struct.WebSocket.html#method.recv_batch"))]
+#![cfg_attr(not(feature = "blocking"), doc = concat!("[`blocking::WebSocket::read_batch`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/blocking/struct.WebSocket.html#method.read_batch"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tunnel`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tunnel/index.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::serve`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.serve.html"))]
 #![cfg_attr(not(feature = "tokio"), doc = concat!("[`tokio::accept`]: https://docs.rs/rapidws/", env!("CARGO_PKG_VERSION"), "/rapidws/tokio/fn.accept.html"))]

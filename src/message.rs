@@ -90,6 +90,18 @@ pub enum Message {
 }
 
 impl Message {
+    /// The message borrowed.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn as_message_ref(&self) -> MessageRef<'_> {
+        match self {
+            Message::Text(t) => MessageRef::Text(t.as_str()),
+            Message::Binary(b) => MessageRef::Binary(b),
+            Message::Ping(p) => MessageRef::Ping(p),
+            Message::Pong(p) => MessageRef::Pong(p),
+            Message::Close(c) => MessageRef::Close(c.as_ref().map(|f| (f.code, f.reason.as_str()))),
+        }
+    }
+
     /// A text message.
     pub fn text(s: impl Into<Utf8Bytes>) -> Self {
         Message::Text(s.into())

@@ -5,7 +5,8 @@
 //! reachable if the precondition is broken, and even then computes the right result.
 
 use crate::Backend;
-use crate::scalar;
+use crate::frame::{Rules, Scanned};
+use crate::{batch, scalar};
 
 macro_rules! dispatch {
     ($backend:expr, $name:ident($($arg:expr),*), $scalar:expr) => {
@@ -52,6 +53,23 @@ pub(crate) unsafe fn validate(backend: Backend, buf: &[u8]) -> bool {
     dispatch!(backend, validate(buf), core::str::from_utf8(buf).is_ok())
 }
 
+/// [`crate::frame::decode`] on `backend`.
+/// # Safety
+/// `backend` must be available.
+#[inline]
+pub(crate) unsafe fn decode(
+    backend: Backend,
+    buf: &mut [u8],
+    rules: &Rules,
+    max_frames: usize,
+) -> Scanned {
+    dispatch!(
+        backend,
+        decode(buf, rules, max_frames),
+        scalar_decode(buf, rules, max_frames)
+    )
+}
+
 /// A kernel chosen once and then called through a cached pointer: one relaxed atomic load
 /// and one indirect call, instead of re-reading the cached backend and matching on it.
 ///
@@ -91,6 +109,7 @@ macro_rules! cached {
 }
 
 type MaskFn = unsafe fn(&mut [u8], [u8; 4]);
+type DecodeFn = unsafe fn(&mut [u8], &Rules, usize) -> Scanned;
 type ValidateFn = unsafe fn(&[u8]) -> bool;
 
 /// The mask kernel of an available `backend`.
@@ -116,6 +135,19 @@ fn pick_validate(backend: Backend) -> ValidateFn {
         #[cfg(all(target_arch = "aarch64", feature = "neon"))]
         Backend::Neon => crate::aarch64::neon::validate,
         _ => scalar_validate,
+    }
+}
+
+/// The batch decoder of an available `backend`.
+fn pick_decode(backend: Backend) -> DecodeFn {
+    match backend {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx512"))]
+        Backend::Avx512 => crate::x86_64::avx512::decode,
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", feature = "avx2"))]
+        Backend::Avx2 => crate::x86_64::avx2::decode,
+        #[cfg(all(target_arch = "aarch64", feature = "neon"))]
+        Backend::Neon => crate::aarch64::neon::decode,
+        _ => scalar_decode,
     }
 }
 
@@ -148,6 +180,11 @@ fn scalar_validate(buf: &[u8]) -> bool {
     core::str::from_utf8(buf).is_ok()
 }
 
+fn scalar_decode(buf: &mut [u8], rules: &Rules, max_frames: usize) -> Scanned {
+    // SAFETY: the portable payload passes need no CPU feature.
+    unsafe { batch::decode::<batch::Scalar>(buf, rules, max_frames) }
+}
+
 cached! {
     /// Masks `buf` at key phase 0 on the best backend.
     mask_auto, MASK, mask_init, MaskFn, pick_mask,
@@ -165,4 +202,10 @@ cached! {
     /// backend that is fastest at that size.
     validate_short_auto, VALIDATE_SHORT_SLOT, validate_short_init, ValidateFn,
     pick_validate_short, fn(buf: &[u8]) -> bool
+}
+
+cached! {
+    /// [`crate::frame::decode`] on the best backend.
+    decode_auto, DECODE, decode_init, DecodeFn, pick_decode,
+    fn(buf: &mut [u8], rules: &Rules, max_frames: usize) -> Scanned
 }

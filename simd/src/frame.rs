@@ -1,9 +1,35 @@
-//! Frame header parsing and batch scanning of many frames in one buffer (RFC 6455 5.2).
+//! Frame headers (RFC 6455 5.2), and the batch decoder: the whole messages of one read
+//! found, checked, unmasked and validated in one kernel call.
 //!
-//! These functions decode header fields only; protocol rules (reserved bits, opcode
-//! validity, control frame limits, masking direction) are the caller's to enforce.
+//! [`parse_header`] and [`scan`] decode header fields only; protocol rules (reserved
+//! bits, opcode validity, control frame limits, masking direction) are the caller's to
+//! enforce. [`scan_batch`], [`decode`] and [`run`] take [`Rules`] and enforce every rule
+//! that a header decides on its own.
+//!
+//! ```
+//! use rapidws_simd::frame::{self, Data, End, Rules};
+//!
+//! // What a client reads: three unmasked messages and a ping.
+//! let mut read = vec![0x81, 5];
+//! read.extend_from_slice(b"hello");
+//! read.extend_from_slice(&[0x82, 3, 1, 2, 3]);
+//! read.extend_from_slice(&[0x81, 6]);
+//! read.extend_from_slice("grüß".as_bytes());
+//! read.extend_from_slice(&[0x89, 0]);
+//!
+//! let rules = Rules::client(1 << 20);
+//! let mut run = frame::run(&mut read, rules);
+//! assert_eq!(run.next(), Some(Data::Text("hello")));
+//! assert_eq!(run.next(), Some(Data::Binary(&[1, 2, 3])));
+//! assert_eq!(run.next(), Some(Data::Text("grüß")));
+//! // The ping ends the run: a control frame is the caller's to decode.
+//! assert_eq!(run.next(), None);
+//! assert_eq!((run.consumed(), run.end()), (20, Some(End::Other)));
+//! ```
 
-use crate::Backend;
+use core::ops::Range;
+
+use crate::{Backend, batch, dispatch};
 
 /// A parsed frame header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -122,13 +148,14 @@ pub fn scan(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
 }
 
 /// [`scan`] with a chosen backend; `None` when the CPU or build lacks it. Every backend
-/// runs the same scalar parser: a vector decoder (one 16-byte load per header and a byte
-/// shuffle chosen by the length class, no branch per field) measured 1.5-2.3x slower on
-/// AVX2 and AVX-512, because each header's position depends on the previous frame's
-/// length and the branches of the scalar parser let the CPU run ahead on a predicted
-/// length, where the vector decoder waits for the shuffle and the move out of the vector
-/// register (`benches/RESULTS.md`, "Kernels"). The entry exists so that tests
-/// and benches loop over [`Backend::ALL`] as for the other kernels.
+/// runs the same scalar parser: a vector decoder of one header at a time (one 16-byte
+/// load per header and a byte shuffle chosen by the length class, no branch per field)
+/// measured 1.5-2.3x slower on AVX2 and AVX-512, because each header's position depends
+/// on the previous frame's length and the branches of the scalar parser let the CPU run
+/// ahead on a predicted length, where the vector decoder waits for the shuffle and the
+/// move out of the vector register. The entry exists so that tests and benches loop over
+/// [`Backend::ALL`] as for the other kernels; [`decode`] is the batch decoder whose
+/// payload passes are vector code.
 pub fn scan_with(backend: Backend, buf: &[u8], out: &mut [FrameHeader]) -> Option<Scan> {
     if !backend.is_available() {
         return None;
@@ -164,5 +191,380 @@ fn scan_scalar(buf: &[u8], out: &mut [FrameHeader]) -> Scan {
         frames: n,
         consumed: pos,
         error: None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The batch decoder
+// ---------------------------------------------------------------------------------------
+
+/// The rules a peer's frames must follow, for the batch scanner and decoder: the ones of
+/// RFC 6455 5.1-5.5 that one header decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// Frames must be masked (a server reading a client's) or must not be (a client
+    /// reading a server's).
+    pub masked: bool,
+    /// RSV1 may be set on a text or binary frame (permessage-deflate was agreed). Such a
+    /// frame is never taken into a batch, but it is no violation either.
+    pub rsv1: bool,
+    /// The largest payload taken: a whole message announcing more is
+    /// [`Violation::TooLarge`].
+    pub max_payload: u64,
+}
+
+impl Rules {
+    /// A server's rules: masked frames, no RSV1, payloads up to `max_payload`.
+    pub const fn server(max_payload: u64) -> Rules {
+        Rules {
+            masked: true,
+            rsv1: false,
+            max_payload,
+        }
+    }
+
+    /// A client's rules: unmasked frames, no RSV1, payloads up to `max_payload`.
+    pub const fn client(max_payload: u64) -> Rules {
+        Rules {
+            masked: false,
+            rsv1: false,
+            max_payload,
+        }
+    }
+}
+
+/// A frame found by [`scan_batch`]: where its header starts in the buffer, and the header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    /// Offset of the header's first byte.
+    pub at: usize,
+    /// The header.
+    pub header: FrameHeader,
+}
+
+impl Frame {
+    /// Where the payload lies in the buffer.
+    pub fn payload(&self) -> Range<usize> {
+        let start = self.at + usize::from(self.header.header_len);
+        start..start + self.header.payload_len as usize
+    }
+}
+
+/// A rule of RFC 6455 that a frame breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// A 64-bit length with the most significant bit set (5.2).
+    LengthOverflow,
+    /// An opcode RFC 6455 does not define (5.2).
+    UnknownOpcode(u8),
+    /// RSV2 or RSV3 set, or RSV1 where [`Rules::rsv1`] does not allow it (5.2).
+    ReservedBits,
+    /// An unmasked frame where [`Rules::masked`] wants them masked (5.1).
+    Unmasked,
+    /// A masked frame where [`Rules::masked`] wants them unmasked (5.1).
+    Masked,
+    /// A control frame with more than 125 bytes of payload (5.5).
+    ControlTooLong,
+    /// A control frame without FIN (5.5).
+    FragmentedControl,
+    /// A message announcing more than [`Rules::max_payload`].
+    TooLarge,
+    /// Text that is not UTF-8 (8.1; found by [`decode`] only).
+    InvalidUtf8,
+}
+
+/// Why a batch ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The next frame is not all in the buffer (or the buffer ended between frames).
+    Incomplete,
+    /// The output (or the count asked for) is full; more frames may follow.
+    Full,
+    /// The next frame breaks no rule but is not a whole, unfragmented, uncompressed text
+    /// or binary message: a control frame, a fragment, a compressed message. The
+    /// caller's decoder takes it from here.
+    Other,
+    /// The next frame breaks a rule.
+    Invalid(Violation),
+}
+
+/// The outcome of [`scan_batch`] and [`decode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scanned {
+    /// Whole messages found (and, by [`decode`], decoded) at the front of the buffer.
+    pub frames: usize,
+    /// The bytes they take (headers and payloads); the next frame starts here.
+    pub consumed: usize,
+    /// Why the batch ended there.
+    pub end: End,
+}
+
+/// Finds the whole messages at the front of `buf`, one [`Frame`] each in `out`, checking
+/// every frame against `rules`: a frame is taken when it is a whole, unfragmented,
+/// uncompressed text or binary message (FIN, no RSV bit, opcode 1 or 2, masked as the
+/// rules say, within [`Rules::max_payload`], all of it in `buf`). The first frame that is
+/// not ends the batch, and [`Scanned::end`] says why; so does a full `out`.
+///
+/// The scan hops from header to header: where a header starts depends on the length in
+/// the one before it. It is the same scalar code on every backend; [`decode`] adds the
+/// vector passes over the payloads.
+///
+/// ```
+/// use rapidws_simd::frame::{End, Rules, Violation, scan_batch, Frame};
+///
+/// // Two masked client frames, then one with RSV2 set.
+/// let buf = [0x81, 0x81, 1, 2, 3, 4, b'h' ^ 1, 0x82, 0x80, 9, 9, 9, 9, 0xA1, 0x80];
+/// let mut out = [Frame::default(); 8];
+/// let s = scan_batch(&buf, &Rules::server(1 << 20), &mut out);
+/// assert_eq!((s.frames, s.consumed), (2, 13));
+/// assert_eq!(s.end, End::Incomplete, "the third header lacks its key");
+/// assert_eq!(out[0].payload(), 6..7);
+/// assert_eq!(out[1].header.mask, Some([9, 9, 9, 9]));
+/// let s = scan_batch(&[0xA1, 0x80, 0, 0, 0, 0], &Rules::server(1 << 20), &mut out);
+/// assert_eq!(s.end, End::Invalid(Violation::ReservedBits));
+/// ```
+pub fn scan_batch(buf: &[u8], rules: &Rules, out: &mut [Frame]) -> Scanned {
+    batch::scan(buf, rules, out)
+}
+
+/// [`scan_batch`] with a chosen backend; `None` when the CPU or build lacks it. Every
+/// backend runs the same scan (see [`scan_batch`]); the entry lets tests and benches loop
+/// over [`Backend::ALL`] as for the other kernels.
+pub fn scan_batch_with(
+    backend: Backend,
+    buf: &[u8],
+    rules: &Rules,
+    out: &mut [Frame],
+) -> Option<Scanned> {
+    if !backend.is_available() {
+        return None;
+    }
+    Some(batch::scan(buf, rules, out))
+}
+
+/// Decodes the whole messages at the front of `buf` in place, at most `max_frames` of
+/// them: the frames [`scan_batch`] would take, unmasked (when [`Rules::masked`]) and
+/// their text validated as UTF-8, each message on its own (header bytes and binary
+/// payloads never enter the check, and a message that ends inside a character is
+/// invalid). One call of the backend's kernel does it all: the scan, then one pass over
+/// the payloads that unmasks them and tests the text for ASCII, then the full check of
+/// the text that is not ASCII.
+///
+/// Text that fails the check ends the batch before its message with
+/// [`Violation::InvalidUtf8`], and that message and those after it are left as they
+/// arrived (masked again): the caller's frame-by-frame decoder finds the same error
+/// there. A frame that breaks another rule, or is not a whole message, ends it the same
+/// way, untouched. Only the first [`Scanned::consumed`] bytes are changed.
+///
+/// Payloads at `buf[Frame::payload()]` of the frames [`scan_batch`] finds; [`run`] walks
+/// them for you and lends the text as `&str`.
+#[inline]
+pub fn decode(buf: &mut [u8], rules: &Rules, max_frames: usize) -> Scanned {
+    dispatch::decode_auto(buf, rules, max_frames)
+}
+
+/// [`decode`] with a chosen backend; `None` when the CPU or build lacks it.
+pub fn decode_with(
+    backend: Backend,
+    buf: &mut [u8],
+    rules: &Rules,
+    max_frames: usize,
+) -> Option<Scanned> {
+    if !backend.is_available() {
+        return None;
+    }
+    // SAFETY: availability checked just above.
+    Some(unsafe { dispatch::decode(backend, buf, rules, max_frames) })
+}
+
+/// A message of a [`Run`], lent from its buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Data<'a> {
+    /// A text message, validated.
+    Text(&'a str),
+    /// A binary message.
+    Binary(&'a [u8]),
+}
+
+impl<'a> Data<'a> {
+    /// The payload's bytes.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        match *self {
+            Data::Text(t) => t.as_bytes(),
+            Data::Binary(b) => b,
+        }
+    }
+}
+
+/// The whole messages at the front of a buffer, decoded a round of up to 64 at a time by
+/// [`decode`] as the iteration reaches them, and lent: text as `&str` without a second
+/// check. Made by [`run`].
+///
+/// Dropped before its end, a run leaves the messages it decoded and did not hand out
+/// as they arrived (masked again), so the buffer from [`consumed`](Self::consumed) on
+/// can be decoded again by anyone.
+pub struct Run<'a> {
+    /// The buffer the run was made from, borrowed exclusively for `'a`: the messages
+    /// handed out (`..pos`) are lent from it shared, the rest (`pos..`) is only ever
+    /// reached through this run.
+    buf: *mut u8,
+    len: usize,
+    /// Bytes of the messages handed out: the next one starts here.
+    pos: usize,
+    /// Where the messages decoded so far end (`pos..decoded` are decoded, not yet handed
+    /// out).
+    decoded: usize,
+    /// Why the decoding ended, once it has.
+    end: Option<End>,
+    rules: Rules,
+    backend: Option<Backend>,
+    _buf: core::marker::PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: a `Run` is an exclusive borrow of a byte buffer and its position in it, as a
+// `&mut [u8]` is, which is `Send` and `Sync`: it holds no shared or thread-bound state.
+unsafe impl Send for Run<'_> {}
+// SAFETY: as above; `&Run` gives access to nothing but its counters.
+unsafe impl Sync for Run<'_> {}
+
+/// The whole messages at the front of `buf`, lent one after another (see [`Run`]).
+pub fn run(buf: &mut [u8], rules: Rules) -> Run<'_> {
+    Run {
+        len: buf.len(),
+        buf: buf.as_mut_ptr(),
+        pos: 0,
+        decoded: 0,
+        end: None,
+        rules,
+        backend: None,
+        _buf: core::marker::PhantomData,
+    }
+}
+
+/// [`run`] with a chosen backend; `None` when the CPU or build lacks it.
+pub fn run_with(backend: Backend, buf: &mut [u8], rules: Rules) -> Option<Run<'_>> {
+    if !backend.is_available() {
+        return None;
+    }
+    let mut r = run(buf, rules);
+    r.backend = Some(backend);
+    Some(r)
+}
+
+impl<'a> Run<'a> {
+    /// Bytes of the messages handed out so far (headers and payloads): the next message,
+    /// or whatever ended the run, starts there.
+    #[inline]
+    pub fn consumed(&self) -> usize {
+        self.pos
+    }
+
+    /// Why the run ended, once the iteration has returned `None`.
+    #[inline]
+    pub fn end(&self) -> Option<End> {
+        if self.decoded == self.pos {
+            self.end
+        } else {
+            None
+        }
+    }
+
+    /// The bytes from the next message on.
+    fn rest(&mut self) -> &mut [u8] {
+        // SAFETY: `buf..buf+len` is the buffer borrowed exclusively for `'a`; `pos <= len`;
+        // nothing handed out lies at or after `pos`, and the slice lives no longer than
+        // the `&mut self` it comes from.
+        unsafe { core::slice::from_raw_parts_mut(self.buf.add(self.pos), self.len - self.pos) }
+    }
+
+    /// Decodes the next round; false when there is nothing more.
+    #[cold]
+    #[inline(never)]
+    fn fill(&mut self) -> bool {
+        if self.end.is_some() {
+            return false;
+        }
+        let (rules, backend) = (self.rules, self.backend);
+        let rest = self.rest();
+        let s = match backend {
+            // SAFETY: `run_with` checked the backend.
+            Some(b) => unsafe { dispatch::decode(b, rest, &rules, batch::CHUNK) },
+            None => dispatch::decode_auto(rest, &rules, batch::CHUNK),
+        };
+        if s.end != End::Full {
+            self.end = Some(s.end);
+        }
+        self.decoded = self.pos + s.consumed;
+        s.frames > 0
+    }
+}
+
+impl<'a> Iterator for Run<'a> {
+    type Item = Data<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Data<'a>> {
+        if self.decoded == self.pos && !self.fill() {
+            return None;
+        }
+        // SAFETY: `pos..decoded` holds whole messages that `decode` took (their headers
+        // checked, their payloads inside), so the header and the payload read here lie
+        // in it. The payload is lent shared for `'a` and `pos` moves past it: the run
+        // never reaches it again.
+        unsafe {
+            let p = self.buf.add(self.pos);
+            let code = *p.add(1) & 0x7F;
+            let (len, at) = if code < 126 {
+                (usize::from(code), 2)
+            } else if code == 126 {
+                let e = p.add(2).cast::<[u8; 2]>().read();
+                (usize::from(u16::from_be_bytes(e)), 4)
+            } else {
+                let e = p.add(2).cast::<[u8; 8]>().read();
+                (u64::from_be_bytes(e) as usize, 10)
+            };
+            let header_len = at + if self.rules.masked { 4 } else { 0 };
+            let payload: &'a [u8] = core::slice::from_raw_parts(p.add(header_len), len);
+            let text = *p == 0x81;
+            self.pos += header_len + len;
+            debug_assert!(self.pos <= self.decoded);
+            Some(if text {
+                // `decode` validated this payload as UTF-8, and it has not changed since:
+                // the run held it exclusively from then until now, and lends it shared.
+                Data::Text(core::str::from_utf8_unchecked(payload))
+            } else {
+                Data::Binary(payload)
+            })
+        }
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        if !self.rules.masked || self.decoded == self.pos {
+            return;
+        }
+        // Messages decoded and not handed out go back to how they arrived.
+        let (n, rules) = (self.decoded - self.pos, self.rules);
+        let rest = &mut self.rest()[..n];
+        let mut pos = 0;
+        while pos < n {
+            let Ok(s) = batch::simple_at(&rest[pos..], &rules) else {
+                break;
+            };
+            let start = pos + s.header_len;
+            crate::scalar::mask(&mut rest[start..start + s.payload_len], s.key);
+            pos = start + s.payload_len;
+        }
+    }
+}
+
+impl core::fmt::Debug for Run<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Run")
+            .field("consumed", &self.pos)
+            .field("decoded", &self.decoded)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
     }
 }

@@ -121,6 +121,135 @@ pub(crate) trait Vector: Copy {
         // SAFETY: the caller guarantees `p..p+len` is valid and exclusively ours.
         scalar::mask(unsafe { core::slice::from_raw_parts_mut(p, len) }, key);
     }
+    /// Unmasks `buf`, shorter than `LANES`, in place at key phase 0, for the batch
+    /// decoder; whether the unmasked bytes are all ASCII. The default uses the scalar
+    /// words; ISAs with masked loads override it.
+    /// # Safety
+    /// The ISA must be available.
+    #[inline(always)]
+    unsafe fn unmask_ascii_short(buf: &mut [u8], key: [u8; 4]) -> bool {
+        crate::batch::unmask_ascii_words(buf, key)
+    }
+    /// Whether `buf`, shorter than `LANES`, is all ASCII, for the batch decoder.
+    /// # Safety
+    /// The ISA must be available.
+    #[inline(always)]
+    unsafe fn ascii_short(buf: &[u8]) -> bool {
+        crate::batch::ascii_words(buf)
+    }
+}
+
+/// The batch decoder's payload passes ([`crate::batch::Payload`]) on vectors of `V`.
+pub(crate) struct Vectors<V>(core::marker::PhantomData<V>);
+
+impl<V: Vector> crate::batch::Payload for Vectors<V> {
+    /// Head and tail vectors from the original bytes (the tail ending at the last
+    /// byte, at its key phase), the vectors between them in a loop, as [`mask`] does
+    /// without its alignment (a batch's payloads are short); the OR of everything
+    /// unmasked tells ASCII.
+    #[inline(always)]
+    unsafe fn unmask_ascii(buf: &mut [u8], key: [u8; 4]) -> bool {
+        let n = buf.len();
+        if n < V::LANES {
+            // SAFETY: the caller guarantees the ISA.
+            return unsafe { V::unmask_ascii_short(buf, key) };
+        }
+        let p = buf.as_mut_ptr();
+        // SAFETY: the caller guarantees the ISA; the head vector covers `p..p+LANES`, the
+        // tail `p+last..p+n`, the loop's `p+i..p+i+LANES` with `LANES <= i < last`, all
+        // inside `buf` since `n >= LANES`. Both ends are loaded before anything is
+        // stored, and where the loop overlaps the tail both store the same bytes.
+        unsafe {
+            let k = V::splat_u32(u32::from_ne_bytes(key));
+            let last = n - V::LANES;
+            let kl = V::splat_u32(u32::from_ne_bytes(scalar::rotated(key, last)));
+            let head = V::load(p).xor(k);
+            let tail = V::load(p.add(last)).xor(kl);
+            let mut acc = head.or(tail);
+            if n <= 2 * V::LANES {
+                head.store(p);
+                tail.store(p.add(last));
+                return acc.is_ascii();
+            }
+            // `i` is a multiple of `LANES`, itself of 4: key phase 0.
+            let mut i = V::LANES;
+            while i + 3 * V::LANES <= last {
+                let a = V::load(p.add(i)).xor(k);
+                let b = V::load(p.add(i + V::LANES)).xor(k);
+                let c = V::load(p.add(i + 2 * V::LANES)).xor(k);
+                let d = V::load(p.add(i + 3 * V::LANES)).xor(k);
+                a.store(p.add(i));
+                b.store(p.add(i + V::LANES));
+                c.store(p.add(i + 2 * V::LANES));
+                d.store(p.add(i + 3 * V::LANES));
+                acc = acc.or(a).or(b).or(c).or(d);
+                i += 4 * V::LANES;
+            }
+            while i < last {
+                let v = V::load(p.add(i)).xor(k);
+                v.store(p.add(i));
+                acc = acc.or(v);
+                i += V::LANES;
+            }
+            head.store(p);
+            tail.store(p.add(last));
+            acc.is_ascii()
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn ascii(buf: &[u8]) -> bool {
+        let n = buf.len();
+        if n < V::LANES {
+            // SAFETY: the caller guarantees the ISA.
+            return unsafe { V::ascii_short(buf) };
+        }
+        let p = buf.as_ptr();
+        // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`: they start
+        // at 0, at `last = n - LANES`, and at multiples of `LANES` below `last`.
+        unsafe {
+            let last = n - V::LANES;
+            // The first and the last vector, then four at a time, then one at a time: two
+            // loads and no loop up to two vectors, as most messages of a batch are.
+            let mut acc = V::load(p).or(V::load(p.add(last)));
+            let mut i = V::LANES;
+            while i + 3 * V::LANES <= last {
+                acc = acc
+                    .or(V::load(p.add(i)))
+                    .or(V::load(p.add(i + V::LANES)))
+                    .or(V::load(p.add(i + 2 * V::LANES)))
+                    .or(V::load(p.add(i + 3 * V::LANES)));
+                i += 4 * V::LANES;
+            }
+            while i < last {
+                acc = acc.or(V::load(p.add(i)));
+                i += V::LANES;
+            }
+            acc.is_ascii()
+        }
+    }
+
+    type Checker = Utf8<V>;
+    type Errors = V;
+
+    #[inline(always)]
+    unsafe fn checker() -> (Utf8<V>, V) {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe { (Utf8::new(), V::splat(0)) }
+    }
+
+    #[inline(always)]
+    unsafe fn check(u: &Utf8<V>, buf: &[u8], errors: &mut V) {
+        // SAFETY: the caller guarantees the ISA; the batch calls it for text that is not
+        // all ASCII.
+        unsafe { *errors = errors.or(text_errors::<V>(u, buf)) }
+    }
+
+    #[inline(always)]
+    unsafe fn any(errors: V) -> bool {
+        // SAFETY: the caller guarantees the ISA.
+        unsafe { errors.any() }
+    }
 }
 
 // Error classes of a 2-byte window (first byte = `prev1`, second = current byte).
@@ -206,6 +335,7 @@ static INCOMPLETE_MAX: [u8; 64] = {
 };
 
 /// Streaming UTF-8 checker over vectors: error bits accumulate, checked once at the end.
+#[derive(Clone, Copy)]
 pub(crate) struct Utf8<V> {
     prev: V,
     incomplete: V,
@@ -623,41 +753,77 @@ pub(crate) unsafe fn validate<V: Vector>(buf: &[u8]) -> bool {
 #[inline(always)]
 unsafe fn validate_small<V: Vector>(p: *const u8, n: usize) -> bool {
     let last = n - V::LANES;
+    // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`.
+    unsafe {
+        let v0 = V::load(p);
+        let all = if n <= 2 * V::LANES {
+            // Two vectors, the second overlapping the first unless `n == 2 * LANES`.
+            v0.or(V::load(p.add(last)))
+        } else {
+            let v1 = V::load(p.add(V::LANES));
+            let v2 = V::load(p.add((2 * V::LANES).min(last)));
+            v0.or(v1).or(v2).or(V::load(p.add(last)))
+        };
+        if n > V::ENTRY_ASCII && all.is_ascii() {
+            return true;
+        }
+        !small_errors(&Utf8::<V>::new(), p, n).any()
+    }
+}
+
+/// The error bits of the `n` bytes at `p` for `LANES + 3 <= n <= 4 * LANES`: two
+/// vectors (the first and the last) up to `2 * LANES`, else four (the first, the last,
+/// and two between them, the third overlapping the last when `n` is short), no loop.
+/// # Safety
+/// The ISA of `V` must be available; `LANES + 3 <= n <= 4 * LANES`; `p..p+n` readable.
+#[inline(always)]
+unsafe fn small_errors<V: Vector>(u: &Utf8<V>, p: *const u8, n: usize) -> V {
+    let last = n - V::LANES;
     // SAFETY: the caller guarantees the ISA; every vector lies in `p..p+n`, and all but
     // the first start at or after `min(LANES, n - LANES) >= 3`, as `check_at` needs.
     unsafe {
         let v0 = V::load(p);
+        let zero = V::splat(0);
+        let first = u.errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero));
         if n <= 2 * V::LANES {
-            // Two vectors, the second overlapping the first unless `n == 2 * LANES`.
-            let v1 = V::load(p.add(last));
-            if n > V::ENTRY_ASCII && v0.or(v1).is_ascii() {
-                return true;
-            }
-            let u = Utf8::<V>::new();
-            let zero = V::splat(0);
-            let err = u
-                .errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero))
-                .or(u.check_at(p.add(last), v1))
+            return first
+                .or(u.check_at(p.add(last), V::load(p.add(last))))
                 .or(u.open_before(p.add(n)));
-            return !err.any();
         }
         let o1 = V::LANES;
         let o2 = (2 * V::LANES).min(last);
-        let v1 = V::load(p.add(o1));
-        let v2 = V::load(p.add(o2));
-        let v3 = V::load(p.add(last));
-        if n > V::ENTRY_ASCII && v0.or(v1).or(v2).or(v3).is_ascii() {
-            return true;
+        first
+            .or(u.check_at(p.add(o1), V::load(p.add(o1))))
+            .or(u.check_at(p.add(o2), V::load(p.add(o2))))
+            .or(u.check_at(p.add(last), V::load(p.add(last))))
+            .or(u.open_before(p.add(n)))
+    }
+}
+
+/// The error bits of `buf`, text that is not all ASCII, checked as one complete UTF-8
+/// string (none: valid), with the checker's tables set up once for many such calls (`u`,
+/// fresh from [`Utf8::new`]): the batch decoder's check of one message's text, which
+/// it gathers with the others' and tests once. [`validate`] without its ASCII tests.
+/// # Safety
+/// The ISA of `V` must be available.
+#[inline(always)]
+pub(crate) unsafe fn text_errors<V: Vector>(u: &Utf8<V>, buf: &[u8]) -> V {
+    let n = buf.len();
+    let p = buf.as_ptr();
+    // SAFETY: the caller guarantees the ISA; the lengths are what each path needs.
+    unsafe {
+        if n < V::LANES + 3 {
+            // Short: the streaming checker, its verdict as error bits.
+            let ok = validate_stream::<V>(buf);
+            return V::splat(u8::from(!ok));
         }
-        let u = Utf8::<V>::new();
-        let zero = V::splat(0);
-        let err = u
-            .errors(v0, v0.prev1(zero), v0.prev2(zero), v0.prev3(zero))
-            .or(u.check_at(p.add(o1), v1))
-            .or(u.check_at(p.add(o2), v2))
-            .or(u.check_at(p.add(last), v3))
-            .or(u.open_before(p.add(n)));
-        !err.any()
+        if n <= 4 * V::LANES {
+            return small_errors(u, p, n);
+        }
+        let mut err = u.check_first(p);
+        let i = u.body(p, V::LANES, n, &mut err);
+        u.tail(p, i, n, &mut err);
+        err
     }
 }
 

@@ -1,12 +1,15 @@
-//! SIMD kernels for WebSocket hot paths: masking and UTF-8 validation, plus the scanning
-//! of frame headers.
+//! SIMD kernels for WebSocket hot paths: masking, UTF-8 validation, and a batch decoder
+//! of frames.
 //!
-//! Masking and UTF-8 validation have a portable `scalar` reference and, behind the
-//! `avx2`, `avx512` and `neon` features, vector backends. Frame header scanning is scalar
-//! on every backend: a vector header decoder measured slower (see [`frame::scan_with`]).
-//! The backend is chosen once: at compile time when the target feature is enabled,
-//! otherwise by run-time detection (feature `std`) on first use. [`Backend`] makes every
-//! backend reachable, so tests, benches and fuzzers can compare them.
+//! Masking, UTF-8 validation and the batch decoder ([`frame::decode`], [`frame::run`]: the
+//! whole messages of one read checked, unmasked and validated in one call) have a
+//! portable `scalar` reference and, behind the `avx2`, `avx512` and `neon` features,
+//! vector backends. In the batch decoder the payload passes are the backend's vectors;
+//! finding the headers is scalar on every backend (each header's position depends on the
+//! length in the one before it; see [`frame::scan_batch`]). The backend is chosen once:
+//! at compile time when the target feature is enabled, otherwise by run-time detection
+//! (feature `std`) on first use. [`Backend`] makes every backend reachable, so tests,
+//! benches and fuzzers can compare them.
 //!
 //! Small inputs (a ping payload, a short text frame) take an inlined path before any
 //! dispatch: for masking scalar words below 64 bytes (on x86_64 SSE2 vectors from 16),
@@ -74,6 +77,7 @@
 extern crate std;
 
 mod backend;
+mod batch;
 mod dispatch;
 pub mod frame;
 #[cfg(any(

@@ -76,6 +76,6 @@ pub use ws::WebSocket;
 
 pub use crate::codec::{CloseCode, MessageKind};
 pub use crate::config::{ClientConfig, ServerConfig};
-pub use crate::connection::{Config, Delivery};
+pub use crate::connection::{Batch, Config, Delivery};
 pub use crate::error::{Error, Timeout};
 pub use crate::message::{CloseFrame, Compression, FromUtf8Error, Message, MessageRef, Utf8Bytes};

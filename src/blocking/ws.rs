@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::codec::{CloseCode, Role};
-use crate::connection::{Config, Connection, SendError};
+use crate::connection::{Batch, Config, Connection, SendError};
 #[cfg(feature = "deflate")]
 use crate::deflate::{DeflateConfig, DeflateParams};
 use crate::error::Error;
@@ -366,44 +366,90 @@ impl<S: Transport> WebSocket<S> {
                 Some(Err(_)) => continue,
                 None => {}
             }
-            if self.conn.is_done() {
-                return self.finish();
-            }
-            self.run_timers();
-            if self.conn.has_pending_output()
-                && let Err(e) = self.write_out()
-            {
-                if is_would_block(&e) {
-                    return Err(Error::Io(e));
-                }
-                self.transport_failed(e);
-                continue;
-            }
-            if self.conn.wants_shutdown() {
-                // A failed shutdown means the peer is gone already: the read below finds
-                // its end.
-                let _ = self.stream.shutdown_write();
-                self.conn.handle_shutdown(Instant::now());
-                continue;
-            }
-            match self.fill() {
-                Ok(()) => {}
-                Err(e) if is_would_block(&e) => {
-                    // Either a deadline of the connection (the read timeout was shortened
-                    // to it) or the socket's own timeout: run what is due; the caller
-                    // hears of the socket's own only.
-                    let ours = self.user_read_timeout.is_some();
-                    self.run_timers();
-                    if !ours || self.conn.is_done() {
-                        if self.conn.is_done() {
-                            continue;
-                        }
-                        return Err(Error::Io(e));
-                    }
-                }
-                Err(e) => self.transport_failed(e),
+            if let Some(end) = self.wait() {
+                return end.map(|()| None);
             }
         }
+    }
+
+    /// One pass of a read's IO once the connection has nothing to hand over: the end,
+    /// the timers, the queue written, the shutdown, a read. `None`: poll the connection
+    /// again; `Some`: the read ends, `Ok` after a clean close.
+    fn wait(&mut self) -> Option<Result<(), Error>> {
+        if self.conn.is_done() {
+            return Some(self.finish().map(|_| ()));
+        }
+        self.run_timers();
+        if self.conn.has_pending_output()
+            && let Err(e) = self.write_out()
+        {
+            if is_would_block(&e) {
+                return Some(Err(Error::Io(e)));
+            }
+            self.transport_failed(e);
+            return None;
+        }
+        if self.conn.wants_shutdown() {
+            // A failed shutdown means the peer is gone already: the read below finds
+            // its end.
+            let _ = self.stream.shutdown_write();
+            self.conn.handle_shutdown(Instant::now());
+            return None;
+        }
+        match self.fill() {
+            Ok(()) => {}
+            Err(e) if is_would_block(&e) => {
+                // Either a deadline of the connection (the read timeout was shortened
+                // to it) or the socket's own timeout: run what is due; the caller
+                // hears of the socket's own only.
+                let ours = self.user_read_timeout.is_some();
+                self.run_timers();
+                if !ours && !self.conn.is_done() {
+                    return Some(Err(Error::Io(e)));
+                }
+            }
+            Err(e) => self.transport_failed(e),
+        }
+        None
+    }
+
+    /// Reads every whole message buffered at once: the next message and, when it arrived
+    /// whole, the run of whole messages after it, lent from the receive buffer until the
+    /// next call on this `WebSocket` (see [`Batch`]); [`read`](Self::read) otherwise.
+    /// The messages after the first are decoded a round at a time by the batch kernel and
+    /// lent with no allocation, copy or reference count per message. A batch dropped
+    /// before its end leaves the rest to the next read.
+    ///
+    /// ```no_run
+    /// # fn run(mut ws: rapidws::blocking::WebSocket<std::net::TcpStream>) -> Result<(), rapidws::Error> {
+    /// let mut bytes = 0;
+    /// while let Some(batch) = ws.read_batch()? {
+    ///     for msg in batch {
+    ///         bytes += msg.len();
+    ///     }
+    /// }
+    /// # let _ = bytes; Ok(())
+    /// # }
+    /// ```
+    pub fn read_batch(&mut self) -> Result<Option<Batch<'_>>, Error> {
+        let raw = loop {
+            match self.conn.poll_raw(true) {
+                Some(Ok(raw)) => {
+                    if self.conn.has_pending_output()
+                        && let Err(e) = self.write_out()
+                    {
+                        self.transport_failed(e);
+                    }
+                    break raw;
+                }
+                Some(Err(_)) => continue,
+                None => {}
+            }
+            if let Some(end) = self.wait() {
+                return end.map(|()| None);
+            }
+        };
+        Ok(Some(self.conn.batch_of(raw)))
     }
 
     fn run_timers(&mut self) {

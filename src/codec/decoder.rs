@@ -227,6 +227,17 @@ impl Decoder {
         &self.config
     }
 
+    /// The rules of the batch kernel (`rapidws_simd::frame::run`) for the frames this
+    /// decoder takes: the role's masking, RSV1 when permessage-deflate is on (such a
+    /// frame ends a batch either way), and payloads within both size limits.
+    pub(crate) fn batch_rules(&self) -> rapidws_simd::frame::Rules {
+        rapidws_simd::frame::Rules {
+            masked: self.config.role == Role::Server,
+            rsv1: self.config.rsv1_allowed,
+            max_payload: self.config.max_frame_size.min(self.config.max_message_size) as u64,
+        }
+    }
+
     /// Allows or forbids RSV1 on data messages (once permessage-deflate is agreed).
     pub fn set_rsv1_allowed(&mut self, allowed: bool) {
         self.config.rsv1_allowed = allowed;

@@ -57,6 +57,7 @@
 //! # }
 //! ```
 
+mod batch;
 mod budget;
 mod config;
 mod input;
@@ -64,12 +65,17 @@ mod lifecycle;
 mod prepared;
 mod queue;
 mod receive;
+#[cfg(feature = "tokio")]
+mod replies;
 mod send;
 mod shutdown;
 mod stock;
 mod timers;
 mod types;
 
+pub use batch::Batch;
+#[cfg(feature = "tokio")]
+pub(crate) use batch::Detached;
 pub use budget::{Budget, DEFAULT_BUDGET};
 pub use config::{
     Config, DEFAULT_CONTROL_QUEUE_CAPACITY, DEFAULT_MAX_READ_AHEAD, DEFAULT_READ_BUFFER_SIZE,
@@ -96,6 +102,8 @@ use crate::message::CloseFrame;
 use budget::Charge;
 use lifecycle::Phase;
 use queue::OutQueue;
+#[cfg(feature = "tokio")]
+pub(crate) use replies::Replies;
 use timers::Timers;
 
 /// Largest read the IO layers are asked for while a large message streams in.

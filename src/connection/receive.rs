@@ -116,7 +116,7 @@ impl Connection {
     /// The next event with the chunks of a message ([`Delivery::Chunks`]) gathered into
     /// the message buffer: whole messages, pings, pongs and the close.
     #[inline]
-    fn next_whole(&mut self) -> Option<Result<Raw, Error>> {
+    pub(super) fn next_whole(&mut self) -> Option<Result<Raw, Error>> {
         loop {
             let raw = match self.next_raw()? {
                 Ok(raw) => raw,

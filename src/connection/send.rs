@@ -83,7 +83,7 @@ impl Connection {
 
     // ----- sending -----
 
-    fn check_open(&self) -> Result<(), SendError> {
+    pub(super) fn check_open(&self) -> Result<(), SendError> {
         // RFC 6455 5.5.1: "After sending a Close frame, the application MUST NOT send any
         // more data frames."
         if self.close_queued || self.is_closed() || self.transport_lost {
@@ -551,6 +551,55 @@ impl Connection {
         opcode: OpCode,
         payload: Bytes,
     ) -> Result<(), SendError> {
+        let tx = Tx {
+            role: self.role,
+            encoder: &mut self.encoder,
+            out: &mut self.out,
+            wbuf: &mut self.wbuf,
+        };
+        tx.queue_owned(fin, rsv1, opcode, payload)
+    }
+
+    /// Queues a frame from a borrowed payload (see [`Tx::queue_slice`]).
+    #[inline]
+    fn queue_slice(
+        &mut self,
+        fin: bool,
+        rsv1: bool,
+        opcode: OpCode,
+        data: &[u8],
+    ) -> Result<(), SendError> {
+        let tx = Tx {
+            role: self.role,
+            encoder: &mut self.encoder,
+            out: &mut self.out,
+            wbuf: &mut self.wbuf,
+        };
+        tx.queue_slice(fin, rsv1, opcode, data)
+    }
+}
+
+/// What framing a frame into the output queue takes of a connection: the encoder, the
+/// queue and the send arena, borrowed apart from the rest (the replies of the handler
+/// API's borrowed callback frame into them while the message is lent from the receive
+/// buffer, replies.rs).
+pub(super) struct Tx<'a> {
+    pub(super) role: Role,
+    pub(super) encoder: &'a mut crate::codec::Encoder,
+    pub(super) out: &'a mut super::queue::OutQueue,
+    pub(super) wbuf: &'a mut bytes::BytesMut,
+}
+
+impl Tx<'_> {
+    /// [`Connection::queue_owned`]'s framing.
+    #[inline]
+    pub(super) fn queue_owned(
+        self,
+        fin: bool,
+        rsv1: bool,
+        opcode: OpCode,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
         if payload.len() <= COALESCE_PAYLOAD_MAX || self.role == Role::Client {
             return self.queue_slice(fin, rsv1, opcode, &payload);
         }
@@ -565,8 +614,8 @@ impl Connection {
     /// small one straight into the queue's coalesce chunk, a large one into the send
     /// arena (one allocation amortized over many frames).
     #[inline]
-    fn queue_slice(
-        &mut self,
+    pub(super) fn queue_slice(
+        self,
         fin: bool,
         rsv1: bool,
         opcode: OpCode,
@@ -580,7 +629,7 @@ impl Connection {
         self.wbuf.reserve(data.len());
         self.wbuf.extend_from_slice(data);
         if let Some(mut key) = mask {
-            rapidws_simd::mask::apply(&mut self.wbuf, &mut key);
+            rapidws_simd::mask::apply(self.wbuf, &mut key);
         }
         let payload = self.wbuf.split().freeze();
         self.out.push_frame(header, payload);

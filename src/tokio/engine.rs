@@ -369,6 +369,36 @@ impl Engine {
         result
     }
 
+    /// The handler API's borrowed reply that is the message lent at `at` in the receive
+    /// buffer (`Replies::held`): written once straight from the buffer, header and
+    /// payload in one vectored write, as [`poll_write_lone`](Self::poll_write_lone) writes
+    /// an owned message; what the socket does not take is queued (copied), and the poll is
+    /// done.
+    pub(crate) fn poll_write_lent(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+        kind: MessageKind,
+        at: std::ops::Range<usize>,
+    ) -> Result<(), Error> {
+        let header = match self.conn.lone_header(kind, at.len()) {
+            Some(h) if io.wr().is_write_vectored() => h,
+            _ => return self.send_with(|c| c.send_lent(kind, at)),
+        };
+        let payload = self.conn.lent_bytes(at.clone());
+        let total = header.len() + payload.len();
+        let parts = [IoSlice::new(header.as_slice()), IoSlice::new(payload)];
+        let (written, result) = match io.wr().poll_write_vectored(cx, &parts) {
+            Poll::Ready(Ok(n)) if n == total => return Ok(()),
+            Poll::Ready(Ok(0)) => (0, Err(Error::Io(io::ErrorKind::WriteZero.into()))),
+            Poll::Ready(Ok(n)) => (n.min(total), Ok(())),
+            Poll::Ready(Err(e)) => (0, Err(Error::Io(e))),
+            Poll::Pending => (0, Ok(())),
+        };
+        self.conn.lent_unwritten(&header, at, written);
+        result
+    }
+
     /// Runs a send operation on the connection (its frames join the output queue).
     #[inline]
     pub(crate) fn send_with(
@@ -380,7 +410,7 @@ impl Engine {
 
     /// Arms the timer for the connection's next deadline; true when it has fired (and
     /// `handle_timeout` ran).
-    #[inline]
+    #[inline(always)]
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
         // The deadline is asked for only when the set of running timers changed: while it
         // stays, every deadline only moves later, and the armed one still comes first.
@@ -527,6 +557,33 @@ impl Engine {
             if let Some(done) = self.poll_io(cx, io) {
                 let raw = ready!(done)?;
                 return Poll::Ready(Ok(raw.map(|raw| self.conn.take_message(raw))));
+            }
+        }
+    }
+
+    /// [`poll_recv_message`](Self::poll_recv_message) for a receive that lends: the usual
+    /// message lent ([`Connection::lend_next`]) rather than taken, every event as
+    /// positions in the connection's buffers (the handler API's borrowed callback).
+    #[inline(always)]
+    pub(crate) fn poll_recv_lent(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<Option<Raw>, Error>> {
+        loop {
+            if let Some(raw) = self.conn.lend_next() {
+                return Poll::Ready(Ok(Some(raw)));
+            }
+            match self.conn.poll_raw(true) {
+                Some(Ok(ev)) => return self.hand_over(ev, cx, io),
+                Some(Err(e)) => {
+                    self.note_failure(&e);
+                    continue;
+                }
+                None => {}
+            }
+            if let Some(done) = self.poll_io(cx, io) {
+                return done;
             }
         }
     }
@@ -683,7 +740,7 @@ impl Engine {
     }
 
     /// Reads once into the connection's receive buffer.
-    #[inline]
+    #[inline(always)]
     fn poll_fill(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) -> Poll<io::Result<()>> {
         if self.conn.recv_buffer_is_unallocated() {
             return self.poll_fill_idle(cx, io);

@@ -57,7 +57,7 @@ mod tls;
 mod ws;
 
 pub use crate::config::{ClientConfig, ServerConfig};
-pub use crate::connection::{Config, Shutdown};
+pub use crate::connection::{Batch, Config, Shutdown};
 pub use crate::error::{Error, Timeout, TrySendError};
 pub use crate::handshake::{
     ClientError, Negotiated, Reject, Request, Response, ResponseHeaders, ServerError,

@@ -7,7 +7,7 @@
 //! Every echo server takes the same arguments:
 //!
 //! ```text
-//! echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed] [--handler]
+//! echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed] [--handler] [--handler-ref]
 //! ```
 //!
 //! binds `127.0.0.1:P` (port 0 picks one), prints `READY <port>` on stdout once it listens,
@@ -46,6 +46,9 @@ pub struct ServerArgs {
     pub feed: bool,
     /// Echo through the event-handler API (`rapidws::handler`) instead of a receive loop.
     pub handler: bool,
+    /// Echo through the handler API's borrowed callback (`Handler::BORROWED`,
+    /// `on_message_ref`).
+    pub handler_ref: bool,
     /// Turn off the limits that are on by default and cost something per message: the
     /// shared memory budget, the message deadline and the idle timeout (rapidws), to
     /// measure what they cost.
@@ -77,6 +80,7 @@ impl ServerArgs {
                 "--split" => out.split = true,
                 "--feed" => out.feed = true,
                 "--handler" => out.handler = true,
+                "--handler-ref" => out.handler_ref = true,
                 "--unbounded" => out.unbounded = true,
                 "--shutdown" => out.shutdown = true,
                 "--level" => {
@@ -112,7 +116,7 @@ impl ServerArgs {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler]"
+        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler] [--handler-ref]"
     );
     std::process::exit(2)
 }

@@ -122,3 +122,16 @@ pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: NEON is enabled for this function.
     unsafe { generic::validate::<uint8x16_t>(buf) }
 }
+
+/// The batch decoder ([`crate::frame::decode`]).
+/// # Safety
+/// The CPU must support NEON.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn decode(
+    buf: &mut [u8],
+    rules: &crate::frame::Rules,
+    max_frames: usize,
+) -> crate::frame::Scanned {
+    // SAFETY: NEON is enabled for this function.
+    unsafe { crate::batch::decode::<generic::Vectors<uint8x16_t>>(buf, rules, max_frames) }
+}

@@ -164,6 +164,49 @@ impl Vector for __m256i {
         // SAFETY: the caller guarantees AVX2.
         unsafe { _mm256_testz_si256(self, self) == 0 }
     }
+    /// From 16 bytes two 16-byte vectors, from each end (the second at its key phase),
+    /// both loaded before either is stored; below that the scalar words.
+    #[inline(always)]
+    unsafe fn unmask_ascii_short(buf: &mut [u8], key: [u8; 4]) -> bool {
+        let n = buf.len();
+        if n < 16 {
+            return crate::batch::unmask_ascii_words(buf, key);
+        }
+        let p = buf.as_mut_ptr();
+        let tail_key = crate::scalar::rotated(key, n - 16);
+        // SAFETY: the caller guarantees AVX2 (SSE2 with it); `16 <= n`, so both vectors
+        // lie in `buf`.
+        unsafe {
+            let head = _mm_xor_si128(
+                _mm_loadu_si128(p.cast()),
+                _mm_set1_epi32(i32::from_ne_bytes(key)),
+            );
+            let tail = _mm_xor_si128(
+                _mm_loadu_si128(p.add(n - 16).cast()),
+                _mm_set1_epi32(i32::from_ne_bytes(tail_key)),
+            );
+            _mm_storeu_si128(p.cast(), head);
+            _mm_storeu_si128(p.add(n - 16).cast(), tail);
+            _mm_movemask_epi8(_mm_or_si128(head, tail)) == 0
+        }
+    }
+    /// From 16 bytes two 16-byte vectors, from each end; below that the scalar words.
+    #[inline(always)]
+    unsafe fn ascii_short(buf: &[u8]) -> bool {
+        let n = buf.len();
+        if n < 16 {
+            return crate::batch::ascii_words(buf);
+        }
+        let p = buf.as_ptr();
+        // SAFETY: the caller guarantees AVX2 (SSE2 with it); `16 <= n`.
+        unsafe {
+            let v = _mm_or_si128(
+                _mm_loadu_si128(p.cast()),
+                _mm_loadu_si128(p.add(n - 16).cast()),
+            );
+            _mm_movemask_epi8(v) == 0
+        }
+    }
 }
 
 /// # Safety
@@ -188,4 +231,17 @@ pub(crate) unsafe fn mask_copy(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
 pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
     // SAFETY: AVX2 is enabled for this function.
     unsafe { generic::validate::<__m256i>(buf) }
+}
+
+/// The batch decoder ([`crate::frame::decode`]).
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn decode(
+    buf: &mut [u8],
+    rules: &crate::frame::Rules,
+    max_frames: usize,
+) -> crate::frame::Scanned {
+    // SAFETY: AVX2 is enabled for this function.
+    unsafe { crate::batch::decode::<generic::Vectors<__m256i>>(buf, rules, max_frames) }
 }

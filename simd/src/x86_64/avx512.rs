@@ -129,6 +129,31 @@ impl Vector for __m512i {
             _mm512_mask_storeu_epi8(p.cast(), m, _mm512_xor_si512(v, k));
         }
     }
+    #[inline(always)]
+    unsafe fn unmask_ascii_short(buf: &mut [u8], key: [u8; 4]) -> bool {
+        // SAFETY: the caller guarantees AVX-512F/BW and `buf.len() < 64`; the masked load
+        // and store touch exactly `buf`; the lanes past it (the key after the XOR) are
+        // left out of the ASCII test.
+        unsafe {
+            let m = low_bits(buf.len());
+            let p = buf.as_mut_ptr();
+            let v = _mm512_xor_si512(
+                _mm512_maskz_loadu_epi8(m, p.cast()),
+                _mm512_set1_epi32(i32::from_ne_bytes(key)),
+            );
+            _mm512_mask_storeu_epi8(p.cast(), m, v);
+            _mm512_movepi8_mask(v) & m == 0
+        }
+    }
+    #[inline(always)]
+    unsafe fn ascii_short(buf: &[u8]) -> bool {
+        // SAFETY: the caller guarantees AVX-512BW and `buf.len() < 64`; the masked load
+        // reads exactly `buf`, the rest of the vector is zero.
+        unsafe {
+            let v = _mm512_maskz_loadu_epi8(low_bits(buf.len()), buf.as_ptr().cast());
+            _mm512_movepi8_mask(v) == 0
+        }
+    }
 }
 
 /// # Safety
@@ -145,6 +170,19 @@ pub(crate) unsafe fn mask(buf: &mut [u8], key: [u8; 4]) {
 pub(crate) unsafe fn mask_copy(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
     // SAFETY: AVX-512F/BW are enabled for this function; the caller checked the lengths.
     unsafe { generic::mask_copy::<__m512i>(dst, src, key) }
+}
+
+/// The batch decoder ([`crate::frame::decode`]).
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn decode(
+    buf: &mut [u8],
+    rules: &crate::frame::Rules,
+    max_frames: usize,
+) -> crate::frame::Scanned {
+    // SAFETY: AVX-512F and AVX-512BW are enabled for this function.
+    unsafe { crate::batch::decode::<generic::Vectors<__m512i>>(buf, rules, max_frames) }
 }
 
 /// An AVX-512 vector whose [`Vector::shr4`] is one GFNI affine transform instead of a

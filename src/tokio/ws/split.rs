@@ -114,7 +114,7 @@ pub(super) struct Shared<S> {
 }
 
 impl<S> Shared<S> {
-    fn lock(&self) -> MutexGuard<'_, Inner<S>> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner<S>> {
         // A panic while holding the lock leaves consistent state behind (every
         // operation completes or returns before touching shared state); go on.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -133,6 +133,8 @@ pub struct ReadHalf<S> {
     pub(super) shared: Arc<Shared<S>>,
     /// The message `recv_ref` lends (copied out of the shared connection).
     pub(super) lent: Lent,
+    /// The batch `recv_batch` lends (moved out of the shared connection).
+    pub(super) batch: super::batch::HalfBatch,
 }
 
 /// What [`ReadHalf::recv_ref`] lends: a copy of the message in a buffer the half keeps.
@@ -157,7 +159,7 @@ enum LentKind {
 const LENT_RETAIN: usize = 64 * 1024;
 
 impl Lent {
-    fn store(&mut self, msg: MessageRef<'_>) {
+    pub(super) fn store(&mut self, msg: MessageRef<'_>) {
         if self.buf.capacity() > LENT_RETAIN {
             self.buf = Vec::new();
         }
@@ -172,7 +174,7 @@ impl Lent {
         };
     }
 
-    fn get(&self) -> MessageRef<'_> {
+    pub(super) fn get(&self) -> MessageRef<'_> {
         // Text and close reasons were validated as they arrived; checked again without
         // `unsafe`, with the SIMD kernels.
         let text = || crate::simd::utf8::from_utf8(&self.buf).unwrap_or_default();
@@ -206,7 +208,7 @@ impl<S> std::fmt::Debug for WriteHalf<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// Runs the poll `f` on the engine and the socket under the lock, this half's waker
     /// kept while it is pending (see [`WakerPair`]).
-    fn locked<T>(
+    pub(super) fn locked<T>(
         shared: &Shared<S>,
         cx: &mut Context<'_>,
         f: impl FnOnce(&mut Engine, &mut Context<'_>, &mut dyn Io) -> Poll<T>,
@@ -227,6 +229,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
 
     /// Polls for the next message.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        self.give_back();
         Self::locked(&self.shared, cx, |engine, cx, io| {
             engine.poll_recv_message(cx, io)
         })
@@ -237,6 +240,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
+        self.give_back();
         let lent = &mut self.lent;
         let got = Self::locked(&self.shared, cx, |engine, cx, io| {
             let raw = ready!(engine.poll_recv_raw(cx, io, true))?;
@@ -276,10 +280,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// `ReadHalf::unsplit`, and `futures`' `SplitSink::reunite`): the connection goes on
     /// where the halves left it. [`ReuniteError`] hands both back when they are halves of
     /// different connections.
-    pub fn reunite(self, write: WriteHalf<S>) -> Result<WebSocket<S>, ReuniteError<S>> {
+    pub fn reunite(mut self, write: WriteHalf<S>) -> Result<WebSocket<S>, ReuniteError<S>> {
         if !self.is_pair_of(&write) {
             return Err(ReuniteError(self, write));
         }
+        // What a batch of this half did not hand out goes back to the connection first.
+        self.give_back();
         let shared = self.shared.clone();
         drop(self);
         drop(write);
@@ -296,6 +302,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
                 let read = ReadHalf {
                     shared: shared.clone(),
                     lent: Lent::default(),
+                    batch: Default::default(),
                 };
                 Err(ReuniteError(read, WriteHalf { shared }))
             }
@@ -330,7 +337,11 @@ receiving!(ReadHalf, poll_recv);
 
 impl<S> Drop for ReadHalf<S> {
     fn drop(&mut self) {
-        self.shared.lock().reader = false;
+        let mut inner = self.shared.lock();
+        inner.reader = false;
+        // What a batch of this half did not hand out goes back to the connection.
+        self.batch.give_back(&mut inner.engine.conn);
+        drop(inner);
         // A writing half waiting for the socket now reads in that wait too.
         WakerPair::wake_slot(&self.shared.wakers.writer);
     }

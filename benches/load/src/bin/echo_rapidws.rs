@@ -6,13 +6,16 @@
 //! `feed` instead of `send`: the answers queue, and the library writes them out in one
 //! vectored write when the next `recv` finds nothing more to read (its documented way
 //! to batch); `--handler` echoes from `Handler::on_message` under `serve_handler`, the
-//! event-handler API; `--unbounded` turns the memory budget, the message deadline and the
-//! idle timeout off (on by default) to measure what they cost; `--shutdown` puts every
-//! connection under a shutdown signal that is never given, to measure what that costs.
+//! event-handler API, and `--handler-ref` from its borrowed `on_message_ref` (messages lent
+//! from the receive buffer, the whole messages of a read decoded by the batch kernel,
+//! replies framed straight into the output queue); `--unbounded` turns the memory budget,
+//! the message deadline and the idle timeout off (on by default) to measure what they
+//! cost; `--shutdown` puts every connection under a shutdown signal that is never given,
+//! to measure what that costs.
 
 use rapidws::deflate::DeflateConfig;
 use rapidws::handler::{Handler, Socket, serve_handler};
-use rapidws::tokio::{Message, ServerConfig, Shutdown, WebSocket, serve};
+use rapidws::tokio::{Message, MessageRef, ServerConfig, Shutdown, WebSocket, serve};
 use rapidws_load::{ServerArgs, announce, runtime};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -51,7 +54,9 @@ fn main() -> std::io::Result<()> {
         if args.shutdown {
             config = config.with_shutdown(&shutdown);
         }
-        if args.handler {
+        if args.handler_ref {
+            serve_handler(listener, config, |_peer| EchoRef).await
+        } else if args.handler {
             serve_handler(listener, config, |_peer| Echo).await
         } else if args.split {
             serve(listener, config, echo_split).await
@@ -95,5 +100,19 @@ struct Echo;
 impl Handler for Echo {
     fn on_message(&mut self, socket: &mut Socket, msg: Message) {
         socket.send(msg);
+    }
+}
+
+/// The handler API's borrowed echo: each message lent, its copy framed into the output
+/// queue.
+struct EchoRef;
+
+impl Handler for EchoRef {
+    const BORROWED: bool = true;
+    /// Not inlined, so that a callgrind profile counts messages as calls to it
+    /// (`COUNT=on_message_ref`, benches/callgrind.sh).
+    #[inline(never)]
+    fn on_message_ref(&mut self, socket: &mut Socket, msg: MessageRef<'_>) {
+        socket.send_ref(msg);
     }
 }

@@ -11,12 +11,15 @@
 //! ```
 //!
 //! Clients over the socket: `rapidws` (`WebSocket::recv`), `rapidws-ref`
-//! (`WebSocket::recv_ref`, the message borrowed from the receive buffer),
+//! (`WebSocket::recv_ref`, the message borrowed from the receive buffer), `rapidws-batch`
+//! (`WebSocket::recv_batch`, every whole message of a read lent at once, decoded by the
+//! batch kernel),
 //! `tokio-tungstenite`, `fastwebsockets` (`FragmentCollector::read_frame`),
 //! `tokio-websockets`, `wtx` (`read_frame`, payload lent from its buffer). In memory, over
 //! the same bytes (the server's block, passed over again and again; no socket, no
 //! runtime): `mem-scan` (`rapidws_simd::frame::scan`, headers only: the floor of any
-//! decoder), `mem-decoder` (`rapidws::codec::Decoder`, client role, default
+//! decoder), `mem-run` (`rapidws_simd::frame::run`: the batch kernel, client rules, every
+//! check and UTF-8 validation, text lent as `&str`), `mem-decoder` (`rapidws::codec::Decoder`, client role, default
 //! settings: every RFC 6455 check and UTF-8 validation), `mem-connection` (the sans-IO
 //! `Connection`: `handle_bytes` with 64 KiB at a time, then `poll_event`).
 //!
@@ -48,11 +51,13 @@ const MEM_READ: usize = 64 * 1024;
 const CLIENTS: &[&str] = &[
     "rapidws",
     "rapidws-ref",
+    "rapidws-batch",
     "tokio-tungstenite",
     "fastwebsockets",
     "tokio-websockets",
     "wtx",
     "mem-scan",
+    "mem-run",
     "mem-decoder",
     "mem-connection",
 ];
@@ -230,7 +235,15 @@ fn err(what: &str) -> impl Fn(&dyn std::fmt::Display) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-async fn run_rapidws(args: &Args, sink: &mut Sink, borrowed: bool) -> Result<(), String> {
+/// How the rapidws client takes its messages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Receive {
+    Owned,
+    Borrowed,
+    Batch,
+}
+
+async fn run_rapidws(args: &Args, sink: &mut Sink, how: Receive) -> Result<(), String> {
     let host = format!("127.0.0.1:{}", args.port);
     let path = format!("/{}", args.spec);
     let config = ClientConfig::default();
@@ -242,7 +255,24 @@ async fn run_rapidws(args: &Args, sink: &mut Sink, borrowed: bool) -> Result<(),
     .await
     .map_err(|_| "handshake timed out".to_string())?
     .map_err(|e| err("handshake")(&e))?;
-    if borrowed {
+    if how == Receive::Batch {
+        loop {
+            let Some(batch) = ws.recv_batch().await.map_err(|e| err("recv_batch")(&e))? else {
+                return Err("server closed".into());
+            };
+            for msg in batch {
+                let keep = match msg {
+                    MessageRef::Text(t) => sink.consume(true, t.as_bytes()),
+                    MessageRef::Binary(b) => sink.consume(false, b),
+                    _ => true,
+                };
+                if !keep {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    if how == Receive::Borrowed {
         loop {
             let keep = match ws.recv_ref().await.map_err(|e| err("recv_ref")(&e))? {
                 Some(MessageRef::Text(t)) => sink.consume(true, t.as_bytes()),
@@ -404,6 +434,28 @@ fn run_mem_scan(block: &[u8], sink: &mut Sink) -> Result<(), String> {
     }
 }
 
+fn run_mem_run(block: &[u8], sink: &mut Sink) -> Result<(), String> {
+    use rapidws::simd::frame::{Data, Rules};
+    // Server frames are not masked: decoding leaves the bytes as they are, so the same
+    // buffer serves every pass.
+    let mut buf = block.to_vec();
+    loop {
+        let mut run = frame::run(&mut buf, Rules::client(16 << 20));
+        for data in &mut run {
+            let keep = match data {
+                Data::Text(t) => sink.consume(true, t.as_bytes()),
+                Data::Binary(b) => sink.consume(false, b),
+            };
+            if !keep {
+                return Ok(());
+            }
+        }
+        if run.consumed() != block.len() {
+            return Err(format!("run stopped at byte {}: {:?}", run.consumed(), run.end()));
+        }
+    }
+}
+
 fn run_mem_decoder(block: &[u8], sink: &mut Sink) -> Result<(), String> {
     let mut decoder = Decoder::new(DecoderConfig::new(Role::Client));
     // Server frames are not masked: decoding leaves the bytes as they are, so the same
@@ -463,6 +515,7 @@ fn main() {
         sink.warmup_end = Instant::now() + Duration::from_secs_f64(args.warmup);
         match mem {
             "scan" => run_mem_scan(&block, &mut sink),
+            "run" => run_mem_run(&block, &mut sink),
             "decoder" => run_mem_decoder(&block, &mut sink),
             _ => run_mem_connection(&block, &mut sink),
         }
@@ -476,8 +529,9 @@ fn main() {
             let client = args.client.as_str();
             sink.warmup_end = Instant::now() + Duration::from_secs_f64(args.warmup);
             match client {
-                "rapidws" => run_rapidws(&args, &mut sink, false).await,
-                "rapidws-ref" => run_rapidws(&args, &mut sink, true).await,
+                "rapidws" => run_rapidws(&args, &mut sink, Receive::Owned).await,
+                "rapidws-ref" => run_rapidws(&args, &mut sink, Receive::Borrowed).await,
+                "rapidws-batch" => run_rapidws(&args, &mut sink, Receive::Batch).await,
                 "tokio-tungstenite" => run_tungstenite(&args, &mut sink).await,
                 "fastwebsockets" => run_fastwebsockets(&args, &mut sink).await,
                 "tokio-websockets" => run_tokio_websockets(&args, &mut sink).await,
@@ -564,8 +618,9 @@ mod tests {
     #[test]
     fn in_memory_readers_see_every_message_of_the_stream_intact() {
         type Reader = fn(&[u8], &mut Sink) -> Result<(), String>;
-        let readers: [(&str, Reader); 3] = [
+        let readers: [(&str, Reader); 4] = [
             ("scan", run_mem_scan),
+            ("run", run_mem_run),
             ("decoder", run_mem_decoder),
             ("connection", run_mem_connection),
         ];

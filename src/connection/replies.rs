@@ -1,0 +1,254 @@
+//! Replying while a received message is lent: the send side of a connection borrowed
+//! apart from its receive buffer ([`Connection::batch_with_replies`]), so that the
+//! handler API's borrowed callback can answer the messages of a [`Batch`] straight into
+//! the output queue while they borrow the buffer they arrived in.
+
+use crate::codec::{MAX_CONTROL_PAYLOAD, MessageKind, OpCode};
+use crate::message::Compression;
+
+use super::send::Tx;
+use super::{Batch, Connection, Loc, Raw, SendError};
+
+/// The send side of a connection while a batch is lent: whole messages and the
+/// application's pings and pongs, framed into the output queue as
+/// [`Connection::send_with`], [`Connection::ping`] and [`Connection::pong`] frame them.
+/// A close is not sent from here (the handler API sends it once the batch is done).
+pub(crate) struct Replies<'a> {
+    tx: TxParts<'a>,
+    #[cfg(feature = "deflate")]
+    deflate: Option<&'a mut crate::deflate::PerMessageDeflate>,
+    /// Our close was sent, or the connection failed: every send is refused.
+    closed: bool,
+    /// A fragmented message is being sent: whole messages are refused.
+    in_progress: bool,
+    /// The message lent, and where it lies in the receive buffer, when it is the only one
+    /// (nothing more buffered, nothing queued, a server without permessage-deflate): a
+    /// reply that is this very message is held ([`held`](Self::held)) to be written
+    /// straight from the receive buffer, as `send` writes an owned message, instead of
+    /// being copied into the queue.
+    lone: Option<(&'a [u8], core::ops::Range<usize>)>,
+    held: Option<(MessageKind, core::ops::Range<usize>)>,
+}
+
+/// [`Tx`]'s borrows, kept to make a `Tx` per frame.
+struct TxParts<'a> {
+    role: crate::codec::Role,
+    encoder: &'a mut crate::codec::Encoder,
+    out: &'a mut super::queue::OutQueue,
+    wbuf: &'a mut bytes::BytesMut,
+}
+
+impl TxParts<'_> {
+    fn tx(&mut self) -> Tx<'_> {
+        Tx {
+            role: self.role,
+            encoder: self.encoder,
+            out: self.out,
+            wbuf: self.wbuf,
+        }
+    }
+}
+
+impl Replies<'_> {
+    /// Queues a whole message, refused and compressed as
+    /// [`Connection::send_with`] would.
+    #[inline]
+    pub(crate) fn send(
+        &mut self,
+        kind: MessageKind,
+        payload: &[u8],
+        compression: Compression,
+    ) -> Result<(), SendError> {
+        if self.closed {
+            return Err(SendError::Closed);
+        }
+        if self.in_progress {
+            return Err(SendError::MessageInProgress);
+        }
+        if let Some((lent, at)) = &self.lone
+            && self.held.is_none()
+            && compression != Compression::Always
+            && core::ptr::eq(payload, *lent)
+        {
+            // The first reply, and it is the message lent: held.
+            self.held = Some((kind, at.clone()));
+            return Ok(());
+        }
+        self.queue_held();
+        #[cfg(feature = "deflate")]
+        if let Some(pmd) = self.deflate.as_deref_mut() {
+            let mut out = Vec::new();
+            if pmd
+                .compress_with(payload, &mut out, compression)
+                .map_err(SendError::Deflate)?
+            {
+                return self
+                    .tx
+                    .tx()
+                    .queue_owned(true, true, kind.opcode(), out.into());
+            }
+        }
+        #[cfg(not(feature = "deflate"))]
+        let _ = compression;
+        self.tx
+            .tx()
+            .queue_slice(true, false, kind.opcode(), payload)
+    }
+
+    /// Queues a ping or a pong, in order with the messages, as [`Connection::ping`] does.
+    pub(crate) fn control(&mut self, opcode: OpCode, payload: &[u8]) -> Result<(), SendError> {
+        if self.closed {
+            return Err(SendError::Closed);
+        }
+        if payload.len() > MAX_CONTROL_PAYLOAD {
+            return Err(SendError::ControlTooLong);
+        }
+        self.queue_held();
+        self.tx.tx().queue_slice(true, false, opcode, payload)
+    }
+
+    /// From now on every send is refused, as after [`Connection::close`].
+    pub(crate) fn refuse(&mut self) {
+        self.closed = true;
+        self.queue_held();
+    }
+
+    /// A held reply goes to the queue (copied), ahead of what follows it; no reply is
+    /// held from then on.
+    fn queue_held(&mut self) {
+        if let (Some((kind, _)), Some((lent, _))) = (self.held.take(), self.lone.take()) {
+            // Copying into the queue cannot fail for a server (no masking key to draw).
+            let _ = self.tx.tx().queue_slice(true, false, kind.opcode(), lent);
+        }
+        self.lone = None;
+    }
+
+    /// The reply held to be written from the receive buffer, if there is one: its kind and
+    /// where it lies ([`Connection::lone_header`], then the bytes at that range).
+    pub(crate) fn held(&self) -> Option<(MessageKind, core::ops::Range<usize>)> {
+        self.held.clone()
+    }
+}
+
+impl Connection {
+    /// Runs `f` with the event `raw` (from [`poll_raw`](Self::poll_raw)) as a [`Batch`]
+    /// (see [`batch_of`](Self::batch_of)) and the send side to reply on while it is lent
+    /// (both made in place, not returned: they are a few hundred bytes). `None` for a
+    /// control frame, and for a message inflated into the scratch buffer of chunk
+    /// delivery, which the compressor's state shares.
+    #[inline(always)]
+    pub(crate) fn batch_with_replies<R>(
+        &mut self,
+        raw: &Raw,
+        f: impl FnOnce(Batch<'_>, Replies<'_>) -> R,
+    ) -> Option<R> {
+        #[cfg(feature = "deflate")]
+        if matches!(
+            raw,
+            Raw::Data {
+                loc: Loc::Scratch,
+                ..
+            }
+        ) {
+            return None;
+        }
+        let closed = self.check_open().is_err();
+        let in_progress = self.sending.is_some();
+        let start = self.rx_read + self.rx_pending;
+        // A run needs a frame's first two bytes after the message.
+        let runs = start + 2 <= self.rx.len() && self.runs();
+        if runs {
+            self.note_frame();
+        }
+        // A reply that is the message itself may be written from the receive buffer when
+        // it is the only message and nothing waits to be written before it.
+        let lone_ok = !runs
+            && !closed
+            && !in_progress
+            && self.role == crate::codec::Role::Server
+            && self.out.is_empty()
+            && !self.is_deflate();
+        let rules = self.decoder.batch_rules();
+        let (first, rest) = self.rx.split_at_mut(start);
+        let mut lone = None;
+        let batch = match raw {
+            Raw::Data {
+                kind,
+                loc: Loc::Rx(at),
+                first: true,
+                fin: true,
+            } if runs => {
+                let msg = crate::message::MessageRef::from_data(*kind, &first[at.clone()]);
+                Batch::with_run(msg, rest, rules, &mut self.rx_pending)
+            }
+            Raw::Data {
+                kind,
+                loc: Loc::Rx(at),
+                ..
+            } => {
+                let payload = &first[at.clone()];
+                if lone_ok {
+                    lone = Some((payload, at.clone()));
+                }
+                Batch::one(crate::message::MessageRef::from_data(*kind, payload))
+            }
+            Raw::Data {
+                kind,
+                loc: Loc::Msg,
+                ..
+            } => Batch::one(crate::message::MessageRef::from_data(*kind, &self.msg)),
+            // Control frames are handed over owned; nothing to lend.
+            _ => return None,
+        };
+        let replies = Replies {
+            tx: TxParts {
+                role: self.role,
+                encoder: &mut self.encoder,
+                out: &mut self.out,
+                wbuf: &mut self.wbuf,
+            },
+            #[cfg(feature = "deflate")]
+            deflate: self.deflate.as_deref_mut().map(|d| &mut d.pmd),
+            closed,
+            in_progress,
+            lone,
+            held: None,
+        };
+        Some(f(batch, replies))
+    }
+}
+
+impl Connection {
+    /// The bytes at `at` in the receive buffer: a message lent and held as its own reply
+    /// ([`Replies::held`]), for the IO layer to write straight from the buffer.
+    pub(crate) fn lent_bytes(&self, at: core::ops::Range<usize>) -> &[u8] {
+        &self.rx[at]
+    }
+
+    /// Queues what a direct write of the held reply `header` + the bytes at `at` left:
+    /// its first `written` bytes went out (copied: the receive buffer moves on).
+    pub(crate) fn lent_unwritten(
+        &mut self,
+        header: &crate::codec::HeaderBuf,
+        at: core::ops::Range<usize>,
+        written: usize,
+    ) {
+        let payload = bytes::Bytes::copy_from_slice(&self.rx[at]);
+        self.out.push_rest(header.as_slice(), payload, written);
+    }
+
+    /// Queues the held reply at `at` (copied) when it cannot be written directly.
+    pub(crate) fn send_lent(
+        &mut self,
+        kind: MessageKind,
+        at: core::ops::Range<usize>,
+    ) -> Result<(), SendError> {
+        let tx = Tx {
+            role: self.role,
+            encoder: &mut self.encoder,
+            out: &mut self.out,
+            wbuf: &mut self.wbuf,
+        };
+        tx.queue_slice(true, false, kind.opcode(), &self.rx[at])
+    }
+}
