@@ -354,8 +354,11 @@ impl<S: Transport> WebSocket<S> {
         loop {
             match self.conn.poll_message() {
                 Some(Ok(msg)) => {
+                    // A write timeout leaves the rest queued for the next call, as it does
+                    // everywhere else: the message is delivered either way.
                     if self.conn.has_pending_output()
                         && let Err(e) = self.write_out()
+                        && !is_would_block(&e)
                     {
                         self.transport_failed(e);
                     }

@@ -1,0 +1,102 @@
+#![cfg(all(feature = "tokio", feature = "blocking"))]
+//! What the IO layers do when the transport misbehaves as real ones do. Each test here went
+//! wrong once: the simulated transport (tests/sim_support, run over fixed seeds by
+//! tests/simulated_transport.rs and by a fuzz target) found it, and the test is the
+//! smallest form of that run, over an in-memory stream (`tokio::io::duplex`, or a
+//! scripted blocking stream).
+
+use std::io::{self, Read, Write};
+use std::time::Instant;
+
+use rapidws::Role;
+use rapidws::connection::{Config, Connection, OwnedEvent};
+use rapidws::handshake::Negotiated;
+use rapidws::tokio::Message;
+
+/// The peer's side, through the sans-IO core.
+fn peer(role: Role) -> Connection {
+    Connection::new(role, Config::default(), Instant::now())
+}
+
+fn wire(conn: &mut Connection) -> Vec<u8> {
+    let mut out = Vec::new();
+    conn.write_pending(&mut out);
+    out
+}
+
+/// A blocking stream that reads a fixed script and whose first `refuse` writes time out
+/// (`WouldBlock`, as a socket with a write timeout does); reads past the script time out.
+struct Scripted {
+    input: io::Cursor<Vec<u8>>,
+    refuse: usize,
+    written: Vec<u8>,
+}
+
+impl Read for Scripted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match Read::read(&mut self.input, buf)? {
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        }
+    }
+}
+
+impl Write for Scripted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.refuse > 0 {
+            self.refuse -= 1;
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.written.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl rapidws::blocking::Transport for Scripted {}
+
+/// A write timeout while `read` writes the pong to a ping loses nothing: the ping is
+/// returned, the pong stays queued and goes out with the next call, and the connection
+/// goes on. It used to count as the transport's failure: the next `read` reported the
+/// timeout (which says "call again") and the one after it a clean end, with the rest of
+/// what the peer sent dropped.
+#[test]
+fn a_write_timeout_while_a_read_answers_a_ping_loses_nothing() {
+    let mut server = peer(Role::Server);
+    server.ping(b"one").unwrap();
+    server.ping(b"two").unwrap();
+    server.send_text("after the pings").unwrap();
+    let stream = Scripted {
+        input: io::Cursor::new(wire(&mut server)),
+        refuse: 1,
+        written: Vec::new(),
+    };
+    let mut ws = rapidws::blocking::from_handshake(
+        stream,
+        Role::Client,
+        &Config::default(),
+        Negotiated::new(),
+        &[],
+    );
+    assert_eq!(ws.read().unwrap(), Some(Message::Ping("one".into())));
+    assert_eq!(ws.read().unwrap(), Some(Message::Ping("two".into())));
+    assert_eq!(ws.read().unwrap(), Some(Message::text("after the pings")));
+    let timeout = ws.read().unwrap_err();
+    assert!(timeout.is_would_block(), "{timeout:?}");
+    // Both pongs reached the peer.
+    let written = std::mem::take(&mut ws.get_mut().written);
+    server.handle_bytes(Instant::now(), &written);
+    let mut pongs = Vec::new();
+    while let Some(ev) = server.poll_event_owned() {
+        pongs.push(ev.unwrap());
+    }
+    assert_eq!(
+        pongs,
+        [
+            OwnedEvent::Pong("one".into()),
+            OwnedEvent::Pong("two".into())
+        ]
+    );
+}
