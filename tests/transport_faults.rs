@@ -6,12 +6,14 @@
 //! scripted blocking stream).
 
 use std::io::{self, Read, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use futures_util::{SinkExt, StreamExt};
 use rapidws::Role;
 use rapidws::connection::{Config, Connection, OwnedEvent};
 use rapidws::handshake::Negotiated;
-use rapidws::tokio::Message;
+use rapidws::tokio::{Message, from_handshake};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The peer's side, through the sans-IO core.
 fn peer(role: Role) -> Connection {
@@ -99,4 +101,46 @@ fn a_write_timeout_while_a_read_answers_a_ping_loses_nothing() {
             OwnedEvent::Pong("two".into())
         ]
     );
+}
+
+/// With `futures`' `StreamExt::split`, a reading task whose `next()` went pending before
+/// the writing task first polled the sink is woken by a message the writer's wait read
+/// for it. The socket keeps one waker per direction: the writer's wait, reading aside,
+/// registered the waker pair's waker in place of the reader's own, and the pair did not
+/// know the reader yet. The reader slept for ever.
+#[tokio::test]
+async fn a_futures_split_reader_that_waited_first_is_woken_by_what_the_writer_read() {
+    let (ours, mut theirs) = tokio::io::duplex(64);
+    let ws = from_handshake(
+        ours,
+        Role::Client,
+        &Config::default(),
+        Negotiated::new(),
+        &[],
+    );
+    let (mut sink, mut stream) = ws.split();
+    let reader = tokio::spawn(async move { stream.next().await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    // More than the pipe holds: the send waits, and reads aside while it does.
+    let writer = tokio::spawn(async move { sink.send(Message::binary(vec![7u8; 4096])).await });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let mut server = peer(Role::Server);
+    server.send_text("for the reader").unwrap();
+    theirs.write_all(&wire(&mut server)).await.unwrap();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    // Then the peer takes the message, and the send ends.
+    let mut frame = vec![0u8; 8 + 4096];
+    theirs.read_exact(&mut frame).await.unwrap();
+    writer.await.unwrap().unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the reading task was never woken")
+        .unwrap();
+    assert_eq!(got.unwrap().unwrap(), Message::text("for the reader"));
 }

@@ -267,12 +267,12 @@ pub struct WebSocket<S> {
     io: S,
     engine: Engine,
     subprotocol: Option<String>,
-    /// Made when the socket is first polled as a [`Sink`]: from then on a receiving task
-    /// and a sending task may poll it in turn (`futures`' `StreamExt::split` puts it
-    /// behind a lock shared by the two), and every wait of its `Stream` and `Sink` polls
-    /// registers a waker that wakes both (see [`WakerPair`]). The inherent methods need
-    /// `&mut self` across their awaits, so one task at a time polls them: they keep
-    /// their own waker, at no cost.
+    /// Made when the socket is first polled as a [`Stream`] or a [`Sink`]: from then on a
+    /// receiving task and a sending task may poll it in turn (`futures`'
+    /// `StreamExt::split` puts it behind a lock shared by the two), and every wait of its
+    /// `Stream` and `Sink` polls registers a waker that wakes both (see [`WakerPair`]).
+    /// The inherent methods need `&mut self` across their awaits, so one task at a time
+    /// polls them: they keep their own waker, at no cost.
     tasks: Option<Box<TwoTasks>>,
 }
 
@@ -402,8 +402,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         r
     }
 
-    /// The socket is polled as a [`Sink`]: a second task may poll it from now on.
-    fn sink(&mut self) -> &mut Self {
+    /// The socket is polled as a [`Stream`] or a [`Sink`], which `futures`'
+    /// `StreamExt::split` may hand to two tasks: from now on the waits of those polls
+    /// register the waker pair's waker. From the first poll of either, not only of the
+    /// `Sink`: a receiving task whose poll went pending with its own waker, before the
+    /// sending task made the pair, was never woken again once the sending task's
+    /// registrations (made with the pair's waker, which knew nothing of it) replaced its
+    /// own.
+    fn two_tasks(&mut self) -> &mut Self {
         if self.tasks.is_none() {
             let wakers = Arc::new(WakerPair::default());
             self.tasks = Some(Box::new(TwoTasks {
@@ -425,11 +431,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     /// The [`Stream`] impl's poll: [`poll_recv`](Self::poll_recv) as the receiving one of
-    /// two tasks once the socket is a [`Sink`] too.
+    /// two tasks (see [`two_tasks`](Self::two_tasks)).
     fn poll_next_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        self.poll_as(Task::Receiving, cx, |engine, io, cx| {
-            engine.poll_recv_message(cx, io)
-        })
+        self.two_tasks()
+            .poll_as(Task::Receiving, cx, |engine, io, cx| {
+                engine.poll_recv_message(cx, io)
+            })
     }
 
     /// The next whole message as positions, for the borrowing receives. A call of its own:
@@ -804,7 +811,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.get_mut()
-            .sink()
+            .two_tasks()
             .poll_as(Task::Sending, cx, |engine, io, cx| {
                 engine.poll_room(cx, io, 0)
             })
@@ -816,7 +823,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.get_mut()
-            .sink()
+            .two_tasks()
             .poll_as(Task::Sending, cx, |engine, io, cx| {
                 engine.poll_flush(cx, io)
             })
@@ -825,7 +832,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     /// Sends a normal close (1000) unless one was sent, and flushes. Keep receiving to
     /// see the peer's close.
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        let this = self.get_mut().sink();
+        let this = self.get_mut().two_tasks();
         match this
             .engine
             .send_with(|c| c.close(super::engine::now(), CloseCode::NORMAL, ""))
