@@ -279,3 +279,38 @@ fn the_keepalive_ping_goes_out_and_its_pong_timeout_sends_1001() {
         ))))]
     );
 }
+
+/// With `auto_close` off, the peer's close leaves the connection in CloseReceived until
+/// the application answers. The transport ending there (the peer hung up after its close,
+/// or a read or write failed) ends the connection, without an error: the peer's close
+/// came. It used to stay open forever, every event poll returning `None` (found by the
+/// simulated transport, tests/simulated_transport.rs: a peer with `auto_close` off that
+/// the application closed, then dropped, never finished).
+#[test]
+fn the_transport_ending_after_the_peer_close_ends_a_connection_that_did_not_answer_it() {
+    for failed in [false, true] {
+        let mut config = quiet();
+        config.auto_close = false;
+        let mut p = Pair::with(quiet(), config);
+        p.client.send_text("before the close").unwrap();
+        p.client.close(p.now, CloseCode::NORMAL, "bye").unwrap();
+        let w = wire(&mut p.client);
+        p.server.handle_bytes(p.now, &w);
+        let events = drain(&mut p.server);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(matches!(events[1], Ok(OwnedEvent::Close(Some(_)))));
+        assert!(
+            !p.server.is_closed(),
+            "our close is the application's to send"
+        );
+        if failed {
+            p.server.handle_transport_error();
+        } else {
+            p.server.handle_eof(p.now);
+        }
+        assert_eq!(drain(&mut p.server), [], "failed: {failed}");
+        assert!(p.server.is_done(), "failed: {failed}");
+        assert_eq!(p.server.take_failure(), None, "failed: {failed}");
+        assert!(!p.server.wants_read());
+    }
+}

@@ -16,6 +16,7 @@
 //!                                    │    shut down, linger     │        │
 //!          transport EOF in Open, CloseSent or CloseReceived:   ▼        ▼
 //!          RFC 6455 7.1.5, abnormal (1006) ───────────────────▶ Done ◀───┘
+//!          (in CloseReceived the peer's close came first: no error)
 //! ```
 //!
 //! "Our close queued" is the application's [`Connection::close`], the close a failure
@@ -180,14 +181,16 @@ impl Connection {
     }
 
     /// The input after the transport's end is used up: the abnormal closure, reported
-    /// once (after a transport error the IO layer reports its own instead).
+    /// once (after a transport error the IO layer reports its own instead). After the
+    /// peer's close (`auto_close` off, ours not sent) the connection is done without an
+    /// error: the peer said goodbye, and nothing more could be received.
     pub(super) fn end_of_input(&mut self) -> Option<Error> {
         if !self.input_eof || self.is_closed() {
             return None;
         }
         self.clear_input();
         self.phase = Phase::Done;
-        if self.transport_lost {
+        if self.transport_lost || self.close_in {
             return None;
         }
         self.latch(Error::Eof);

@@ -259,7 +259,9 @@ impl Connection {
             return Some(Err(e));
         }
         if self.input_done() {
-            return None;
+            // Nothing more is delivered; the transport's end after the peer's close (with
+            // `auto_close` off, ours not sent yet) still ends the connection.
+            return self.end_of_input().map(Err);
         }
         if self.rx_read + self.held >= self.rx.len() {
             if self.rx_read + self.held > self.rx.len() {
