@@ -314,3 +314,33 @@ fn the_transport_ending_after_the_peer_close_ends_a_connection_that_did_not_answ
         assert!(!p.server.wants_read());
     }
 }
+
+/// The server's close echo and its FIN read in one go, before the echo is decoded (the
+/// tokio layer's write waits read ahead without decoding): the client shuts down at once
+/// instead of waiting out the close timeout for a FIN that came. Found by the simulated
+/// transport (tests/simulated_transport.rs): a client whose `Sink::close` read the echo
+/// and the FIN waited for the close timeout.
+#[test]
+fn a_fin_read_with_the_close_echo_ends_the_teardown_at_once() {
+    let mut p = Pair::new();
+    p.client.close(p.now, CloseCode::NORMAL, "bye").unwrap();
+    let w = wire(&mut p.client);
+    p.server.handle_bytes(p.now, &w);
+    assert_eq!(drain(&mut p.server).len(), 1, "the client's close");
+    let echo = wire(&mut p.server);
+    assert!(p.server.wants_shutdown());
+    p.server.handle_shutdown(p.now);
+    // The echo and the FIN, both read before the client polls.
+    p.client.handle_bytes(p.now, &echo);
+    p.client.handle_eof(p.now);
+    let events = drain(&mut p.client);
+    assert!(
+        matches!(events[..], [Ok(OwnedEvent::Close(Some(_)))]),
+        "{events:?}"
+    );
+    assert!(p.client.wants_shutdown(), "the server's FIN came");
+    assert!(!p.client.wants_read());
+    p.client.handle_shutdown(p.now);
+    assert!(p.client.is_done());
+    assert_eq!(p.client.take_failure(), None);
+}

@@ -262,7 +262,7 @@ impl Connection {
         self.close_queued = true;
         self.phase = match self.phase {
             Phase::Open if !self.close_in => Phase::CloseSent { since: now },
-            Phase::Open | Phase::CloseReceived => Phase::Teardown(Teardown::new(now, true)),
+            Phase::Open | Phase::CloseReceived => Phase::Teardown(self.teardown(now, true)),
             ref other => other.clone(),
         };
         self.teardown_if_lost();
@@ -278,7 +278,7 @@ impl Connection {
             None => CloseFrame::new(CloseCode(1005), ""),
         }));
         self.phase = match self.phase {
-            Phase::CloseSent { .. } => Phase::Teardown(Teardown::new(self.now, true)),
+            Phase::CloseSent { .. } => Phase::Teardown(self.teardown(self.now, true)),
             ref other => other.clone(),
         };
         self.teardown_if_lost();
@@ -316,9 +316,21 @@ impl Connection {
         self.phase = if unanswered {
             Phase::Done
         } else {
-            Phase::Teardown(Teardown::new(now, false))
+            Phase::Teardown(self.teardown(now, false))
         };
         self.teardown_if_lost();
+    }
+
+    /// The teardown, begun at `now`, after a close handshake (`clean`) or a failure. The
+    /// transport's end may have been read already, before the frames in front of it were
+    /// decoded (a write that waits reads ahead): then the peer's FIN is not awaited
+    /// again. Without this, a client whose read found the server's close echo and FIN in
+    /// one go waited out the close timeout for a FIN that had come.
+    fn teardown(&self, now: Instant, clean: bool) -> Teardown {
+        Teardown {
+            eof: self.input_eof,
+            ..Teardown::new(now, clean)
+        }
     }
 
     /// A teardown begun after the transport failed has nothing to carry out: done.
