@@ -12,7 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use rapidws::Role;
 use rapidws::connection::{Config, Connection, OwnedEvent};
 use rapidws::handshake::Negotiated;
-use rapidws::tokio::{Message, from_handshake};
+use rapidws::tokio::{Error, Message, MessageKind, from_handshake};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The peer's side, through the sans-IO core.
@@ -143,4 +143,43 @@ async fn a_futures_split_reader_that_waited_first_is_woken_by_what_the_writer_re
         .expect("the reading task was never woken")
         .unwrap();
     assert_eq!(got.unwrap().unwrap(), Message::text("for the reader"));
+}
+
+/// A send whose write fails (the peer is gone) under a message being sent in fragments:
+/// the writer, dropped by `?`, abandons the message, but the transport's failure is the
+/// connection's end, not `Abandoned`, and what arrived before it is still delivered. The
+/// engine used to keep a send's write error to the sender: the drop then failed the
+/// connection with `Abandoned`, which dropped the two messages received and read.
+#[tokio::test]
+async fn a_failed_send_under_a_fragmented_message_leaves_what_arrived_to_the_receive() {
+    let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+    let config = Config::default().with_send_queue_high_water(1024);
+    let mut ws = from_handshake(ours, Role::Client, &config, Negotiated::new(), &[]);
+    let mut server = peer(Role::Server);
+    for text in ["one", "two", "three"] {
+        server.send_text(text).unwrap();
+    }
+    theirs.write_all(&wire(&mut server)).await.unwrap();
+    assert_eq!(ws.recv().await.unwrap(), Some(Message::text("one")));
+    drop(theirs);
+    let sent = async {
+        let mut w = ws.begin_message(MessageKind::Binary)?;
+        w.send_chunk(&[1; 2048]).await?;
+        // Past the high-water mark: this chunk waits for room, and the write fails.
+        w.send_chunk(&[2; 2048]).await?;
+        w.finish(&[]).await
+    };
+    let err = sent.await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Io(e) if e.kind() == io::ErrorKind::BrokenPipe),
+        "{err:?}"
+    );
+    assert_eq!(ws.recv().await.unwrap(), Some(Message::text("two")));
+    assert_eq!(ws.recv().await.unwrap(), Some(Message::text("three")));
+    let end = ws.recv().await.unwrap_err();
+    assert!(
+        matches!(&end, Error::Io(e) if e.kind() == io::ErrorKind::BrokenPipe),
+        "{end:?}"
+    );
+    assert!(ws.recv().await.unwrap().is_none());
 }

@@ -258,10 +258,12 @@ impl Engine {
     ) -> Poll<Result<(), Error>> {
         match self.poll_drain(cx, io.wr()) {
             Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(self.send_failed(e))),
             Poll::Pending => return self.poll_write_wait(cx, io),
         }
-        ready!(io.wr().poll_flush(cx)).map_err(Error::Io)?;
+        if let Err(e) = ready!(io.wr().poll_flush(cx)) {
+            return Poll::Ready(Err(self.send_failed(e)));
+        }
         Poll::Ready(Ok(()))
     }
 
@@ -278,7 +280,7 @@ impl Engine {
             }
             match self.poll_drain(cx, io.wr()) {
                 Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(self.send_failed(e))),
                 Poll::Pending => return self.poll_write_wait(cx, io),
             }
         }
@@ -340,7 +342,7 @@ impl Engine {
         }
         match put {
             // It went out whole: nothing else is queued.
-            Put::Send if whole => io.wr().poll_flush(cx).map_err(Error::Io),
+            Put::Send if whole => io.wr().poll_flush(cx).map_err(|e| self.send_failed(e)),
             Put::Send => self.poll_flush(cx, io),
             Put::Feed | Put::Alone => Poll::Ready(Ok(())),
         }
@@ -360,9 +362,9 @@ impl Engine {
         let parts = [IoSlice::new(header.as_slice()), IoSlice::new(&payload)];
         let (written, result) = match io.wr().poll_write_vectored(cx, &parts) {
             Poll::Ready(Ok(n)) if n == total => return Ok(true),
-            Poll::Ready(Ok(0)) => (0, Err(Error::Io(io::ErrorKind::WriteZero.into()))),
+            Poll::Ready(Ok(0)) => (0, Err(self.send_failed(io::ErrorKind::WriteZero.into()))),
             Poll::Ready(Ok(n)) => (n.min(total), Ok(false)),
-            Poll::Ready(Err(e)) => (0, Err(Error::Io(e))),
+            Poll::Ready(Err(e)) => (0, Err(self.send_failed(e))),
             Poll::Pending => (0, Ok(false)),
         };
         self.conn.lone_unwritten(header, payload, written);
@@ -484,6 +486,17 @@ impl Engine {
     fn transport_failed(&mut self, e: io::Error) {
         self.io_error.get_or_insert(e);
         self.conn.handle_transport_error();
+    }
+
+    /// A write of a send failed: the transport is gone for the receive too, as when one
+    /// of its own writes fails (see [`transport_failed`](Self::transport_failed)). The
+    /// sender gets the error; the receive delivers what arrived before, then reports a
+    /// copy. Left unsaid, the connection went on as if open: a fragmented message whose
+    /// writer the failed send dropped then failed it with `Abandoned`, which dropped what
+    /// had arrived and took the transport's error's place.
+    fn send_failed(&mut self, e: io::Error) -> Error {
+        self.transport_failed(io::Error::new(e.kind(), e.to_string()));
+        Error::Io(e)
     }
 
     /// The next event from the peer, handed over by `hand` (the connection's `raw_owned`
