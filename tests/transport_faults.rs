@@ -12,7 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use rapidws::Role;
 use rapidws::connection::{Config, Connection, OwnedEvent};
 use rapidws::handshake::Negotiated;
-use rapidws::tokio::{Error, Message, MessageKind, from_handshake};
+use rapidws::tokio::{Error, Message, MessageKind, Timeout, from_handshake};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The peer's side, through the sans-IO core.
@@ -182,4 +182,33 @@ async fn a_failed_send_under_a_fragmented_message_leaves_what_arrived_to_the_rec
         "{end:?}"
     );
     assert!(ws.recv().await.unwrap().is_none());
+}
+
+/// A peer that stops reading and answering: the keepalive's pong timeout ends the
+/// connection with frames still queued (the data, the ping, our close), and the reading
+/// half reports it. A send on the writing half after that fails at once, and a flush too:
+/// they used to wait for room and for the socket for ever, with no timer left to end the
+/// wait (the whole socket's waits, which read, saw the end).
+#[tokio::test(start_paused = true)]
+async fn sends_and_flushes_on_a_connection_a_timer_ended_fail_at_once() {
+    let (ours, _theirs) = tokio::io::duplex(64);
+    let second = Duration::from_secs(1);
+    let config = Config::default()
+        .with_keepalive(Some(second), second)
+        .with_linger(Some(second), 1 << 20)
+        .with_send_queue_high_water(1);
+    let ws = from_handshake(ours, Role::Client, &config, Negotiated::new(), &[]);
+    let (mut rd, mut wr) = ws.into_split();
+    wr.feed(Message::binary(vec![0u8; 1000])).await.unwrap();
+    let bound = Duration::from_secs(30);
+    let end = tokio::time::timeout(bound, rd.recv()).await.unwrap();
+    assert!(matches!(end, Err(Error::Timeout(Timeout::Pong))), "{end:?}");
+    let sent = tokio::time::timeout(bound, wr.send(Message::text("late")))
+        .await
+        .expect("the send waited for room on a connection that is over");
+    assert!(matches!(sent, Err(Error::Closed)), "{sent:?}");
+    let flushed = tokio::time::timeout(bound, wr.flush())
+        .await
+        .expect("the flush waited on a connection that is over");
+    assert!(matches!(flushed, Err(Error::Closed)), "{flushed:?}");
 }

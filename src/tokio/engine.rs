@@ -210,6 +210,12 @@ impl Engine {
         cx: &mut Context<'_>,
         io: &mut dyn Io,
     ) -> Poll<Result<(), Error>> {
+        // The connection is over (a timer ended its teardown, the receiving side
+        // reported it): what is queued is never written, and no timer is left to end
+        // the wait.
+        if self.conn.is_done() {
+            return Poll::Ready(Err(self.closed_error()));
+        }
         // Read what the peer sends meanwhile, while the connection holds little unread
         // input: a pong to our keepalive is then seen even though the application is not
         // receiving. The rest waits for the next receive.
@@ -275,7 +281,9 @@ impl Engine {
         extra: usize,
     ) -> Poll<Result<(), Error>> {
         loop {
-            if self.conn.has_room(extra) {
+            // A connection that takes no more sends has room enough: the send fails at
+            // once (`Closed`) instead of waiting for room it does not need.
+            if self.conn.has_room(extra) || self.conn.close_sent() || self.conn.is_closed() {
                 return Poll::Ready(Ok(()));
             }
             match self.poll_drain(cx, io.wr()) {
