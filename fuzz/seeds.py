@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Writes the committed seed inputs, fuzz/corpus/<target>/seed-*, for the decoder, inflate,
-connection_ops and handshake targets: one small input per interesting shape, in each
-target's input format (documented at the top of each fuzz_targets/*.rs). Run it from
-anywhere after changing a format: `python3 fuzz/seeds.py`. It replaces the seed-* files of
-the decoder, inflate and connection_ops targets, adds its own to the handshake targets, and
-leaves simd_kernels' alone. Deterministic: the same script writes the same bytes.
+connection_ops, handshake and simulated_transport targets: one small input per interesting
+shape, in each target's input format (documented at the top of each fuzz_targets/*.rs). Run
+it from anywhere after changing a format: `python3 fuzz/seeds.py`. It replaces the seed-*
+files of the decoder, inflate, connection_ops and simulated_transport targets, adds its own
+to the handshake targets, and leaves simd_kernels' alone. Deterministic: the same script
+writes the same bytes.
 
 Compressed seeds come from Python's zlib (the C zlib, a different implementation than the
 zlib-rs the library inflates with) at several levels and window bits; the round-trip seeds
@@ -519,11 +520,37 @@ def handshake_seeds():
         write(c, name, data)
 
 
+# --- simulated_transport: 8 bytes of seed, little-endian, and no choices of its own -----
+
+# Seeds of tests/simulated_transport.rs (SIM_SEED), whose runs found bugs (FOUND there),
+# and a few more: with no choice bytes after it, an input replays the test's run of its
+# seed exactly, and the fuzzer mutates from there.
+SIM_FOUND = [
+    0x0, 0xB, 0x29,  # blocking: a write timeout while a read answered a ping
+    0x34, 0x56, 0xA2,  # tokio: a futures-split reader pending before the first send
+    0x92, 0x108, 0x11E,  # connection: the transport's end after an unanswered peer close
+    0x3B3A, 0x4002, 0x4823,  # tokio: a failed send left a fragmented message to fail
+    0x512,  # connection: a FIN read with the close echo was awaited again
+    0x51A, 0x70A, 0xABA,  # tokio: sends and flushes on a connection that was over
+]
+SIM_MORE = list(range(16))
+
+
+def simulated_transport_seeds():
+    t = "simulated_transport"
+    clear(t)
+    for seed in SIM_FOUND:
+        write(t, f"found-{seed:#x}", struct.pack("<Q", seed))
+    for seed in SIM_MORE:
+        write(t, f"{seed}", struct.pack("<Q", seed))
+
+
 def main():
     decoder_seeds()
     inflate_seeds()
     connection_seeds()
     handshake_seeds()
+    simulated_transport_seeds()
     total = 0
     for target, files in sorted(written.items()):
         size = sum(n for _, n in files)
