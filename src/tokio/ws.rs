@@ -281,6 +281,9 @@ struct TwoTasks {
     wakers: Arc<WakerPair>,
     /// A waker for `wakers`, made once.
     combined: Waker,
+    /// The receiving task's waker as it is in `wakers` (only this socket's polls change
+    /// it): a receive that polls with the same one again takes no lock.
+    receiving: Option<Waker>,
 }
 
 impl<S> std::fmt::Debug for WebSocket<S> {
@@ -382,8 +385,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     ) -> Poll<T> {
         // One call of `f`, so that it is inlined here (the usual case, one task, pays one
         // test).
-        let waker = match &self.tasks {
+        let waker = match self.tasks.as_deref_mut() {
             None => cx.waker(),
+            // The receiving task usually polls again at once, so its waker stays in the
+            // pair when its poll is ready (a `next()` loop in one task then takes no lock
+            // per message); the sending task's leaves, so a sender busy elsewhere is not
+            // woken for the receiver's sake.
+            Some(t) if task == Task::Receiving => {
+                if !t
+                    .receiving
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    t.wakers.enter(task, cx.waker());
+                    t.receiving = Some(cx.waker().clone());
+                }
+                &t.combined
+            }
             Some(t) => {
                 t.wakers.enter(task, cx.waker());
                 &t.combined
@@ -394,7 +412,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             &mut self.io,
             &mut Context::from_waker(waker),
         );
-        if r.is_ready()
+        if task == Task::Sending
+            && r.is_ready()
             && let Some(t) = &self.tasks
         {
             t.wakers.leave(task);
@@ -415,6 +434,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             self.tasks = Some(Box::new(TwoTasks {
                 combined: Waker::from(wakers.clone()),
                 wakers,
+                receiving: None,
             }));
         }
         self

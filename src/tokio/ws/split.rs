@@ -16,9 +16,10 @@ use super::*;
 /// timer; a wake-up registered by one and meant for the other would be lost. So every
 /// registration is made with the pair's own waker, which wakes whichever of the two waits
 /// now. A task's waker is kept while its poll is pending, and forgotten once it is
-/// ready, so a task busy elsewhere is not woken for nothing.
+/// ready, so a task busy elsewhere is not woken for nothing (a `WebSocket`'s receiving
+/// task keeps it: it polls again at once, and then needs no lock).
 /// Which of the two tasks of a [`WakerPair`] polls.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Task {
     Receiving,
     Sending,
@@ -39,8 +40,11 @@ impl WakerPair {
         }
     }
 
+    /// Wakes the task in `slot`, if any. Its waker stays until the task polls again with
+    /// another or [leaves](Self::leave): a task's poll that stays pending does not have to
+    /// store its waker again (see `WebSocket::poll_as`).
     fn wake_slot(slot: &Mutex<Option<Waker>>) {
-        let w = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let w = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(w) = w {
             w.wake();
         }
