@@ -169,16 +169,12 @@ impl Connection {
         Batch::one(self.raw_ref(&raw))
     }
 
-    /// [`poll_short`](Self::poll_short) as an event, for a receive that lends what it
-    /// finds: a receive that waits for the peer finds nothing past the message before it,
-    /// which is tested first.
+    /// [`poll_short_next`](Self::poll_short_next) as an event, for a receive that lends
+    /// what it finds.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn lend_next(&mut self) -> Option<Raw> {
-        if self.rx_read + self.held + self.rx_pending >= self.rx.len() {
-            return None;
-        }
-        let (kind, at) = self.poll_short()?;
+        let (kind, at) = self.poll_short_next()?;
         Some(Raw::whole(kind, Loc::Rx(at)))
     }
 }

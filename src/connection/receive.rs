@@ -161,23 +161,20 @@ impl Connection {
     /// The event `raw` (from [`poll_raw`](Self::poll_raw)) borrowed.
     pub(crate) fn raw_event(&self, raw: &Raw) -> Event<'_> {
         match raw {
-            Raw::Data {
+            Raw::Data { kind, loc, .. } if self.config.delivery == Delivery::Whole => {
+                Event::Message(MessageRef::from_data(*kind, self.slice(loc)))
+            }
+            &Raw::Data {
                 kind,
-                loc,
+                ref loc,
                 first,
                 fin,
-            } => {
-                let data = self.slice(loc);
-                match self.config.delivery {
-                    Delivery::Whole => Event::Message(MessageRef::from_data(*kind, data)),
-                    Delivery::Chunks => Event::Chunk {
-                        kind: *kind,
-                        data,
-                        first: *first,
-                        fin: *fin,
-                    },
-                }
-            }
+            } => Event::Chunk {
+                kind,
+                data: self.slice(loc),
+                first,
+                fin,
+            },
             Raw::Ping(r) => Event::Ping(&self.rx[r.clone()]),
             Raw::Pong(r) => Event::Pong(&self.rx[r.clone()]),
             Raw::Close(r) => Event::Close(parse_close_payload(&self.rx[r.clone()]).ok().flatten()),
@@ -341,17 +338,25 @@ impl Connection {
         }
     }
 
-    /// [`poll_short`](Self::poll_short) for an owning receive, the message taken. A
-    /// receive that waits for the peer finds nothing past the message before it: that
-    /// is tested first.
+    /// [`poll_short_next`](Self::poll_short_next) for an owning receive, the message
+    /// taken.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn take_short(&mut self) -> Option<Message> {
+        let (kind, at) = self.poll_short_next()?;
+        Some(Message::from_data(kind, self.take(Loc::Rx(at))))
+    }
+
+    /// [`poll_short`](Self::poll_short) for a receive that lends or takes what it finds:
+    /// a receive that waits for the peer finds nothing past the message before it, which
+    /// is tested first.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn poll_short_next(&mut self) -> Option<(MessageKind, Range<usize>)> {
         if self.rx_read + self.held + self.rx_pending >= self.rx.len() {
             return None;
         }
-        let (kind, at) = self.poll_short()?;
-        Some(Message::from_data(kind, self.take(Loc::Rx(at))))
+        self.poll_short()
     }
 
     /// The payload of a message [`poll_short`](Self::poll_short) lent.

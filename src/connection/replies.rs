@@ -243,12 +243,7 @@ impl Connection {
         kind: MessageKind,
         at: core::ops::Range<usize>,
     ) -> Result<(), SendError> {
-        let tx = Tx {
-            role: self.role,
-            encoder: &mut self.encoder,
-            out: &mut self.out,
-            wbuf: &mut self.wbuf,
-        };
-        tx.queue_slice(true, false, kind.opcode(), &self.rx[at])
+        let (tx, rx) = self.tx_with_rx();
+        tx.queue_slice(true, false, kind.opcode(), &rx[at])
     }
 }

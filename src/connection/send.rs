@@ -551,13 +551,7 @@ impl Connection {
         opcode: OpCode,
         payload: Bytes,
     ) -> Result<(), SendError> {
-        let tx = Tx {
-            role: self.role,
-            encoder: &mut self.encoder,
-            out: &mut self.out,
-            wbuf: &mut self.wbuf,
-        };
-        tx.queue_owned(fin, rsv1, opcode, payload)
+        self.tx_with_rx().0.queue_owned(fin, rsv1, opcode, payload)
     }
 
     /// Queues a frame from a borrowed payload (see [`Tx::queue_slice`]).
@@ -569,13 +563,22 @@ impl Connection {
         opcode: OpCode,
         data: &[u8],
     ) -> Result<(), SendError> {
+        self.tx_with_rx().0.queue_slice(fin, rsv1, opcode, data)
+    }
+}
+
+impl Connection {
+    /// The framing part of the connection ([`Tx`]), and apart from it the receive buffer
+    /// (a reply lent from it is framed from there).
+    #[inline(always)]
+    pub(super) fn tx_with_rx(&mut self) -> (Tx<'_>, &bytes::BytesMut) {
         let tx = Tx {
             role: self.role,
             encoder: &mut self.encoder,
             out: &mut self.out,
             wbuf: &mut self.wbuf,
         };
-        tx.queue_slice(fin, rsv1, opcode, data)
+        (tx, &self.rx)
     }
 }
 

@@ -534,7 +534,25 @@ impl Engine {
         io: &mut dyn Io,
         whole: bool,
     ) -> Poll<Result<Option<Raw>, Error>> {
+        self.poll_recv_with(cx, io, whole, |_| None)
+    }
+
+    /// [`poll_recv_raw`](Self::poll_recv_raw), the usual message first looked for by
+    /// `short` before every poll (after a read as well): `None` when it is not there. A
+    /// receive that lends passes [`Connection::lend_next`] (the handler API's borrowed
+    /// callback).
+    #[inline(always)]
+    pub(crate) fn poll_recv_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+        whole: bool,
+        mut short: impl FnMut(&mut Connection) -> Option<Raw>,
+    ) -> Poll<Result<Option<Raw>, Error>> {
         loop {
+            if let Some(raw) = short(&mut self.conn) {
+                return Poll::Ready(Ok(Some(raw)));
+            }
             match self.conn.poll_raw(whole) {
                 Some(Ok(ev)) => return self.hand_over(ev, cx, io),
                 // The connection latched the error and started its teardown (our close
@@ -578,33 +596,6 @@ impl Engine {
             if let Some(done) = self.poll_io(cx, io) {
                 let raw = ready!(done)?;
                 return Poll::Ready(Ok(raw.map(|raw| self.conn.take_message(raw))));
-            }
-        }
-    }
-
-    /// [`poll_recv_message`](Self::poll_recv_message) for a receive that lends: the usual
-    /// message lent ([`Connection::lend_next`]) rather than taken, every event as
-    /// positions in the connection's buffers (the handler API's borrowed callback).
-    #[inline(always)]
-    pub(crate) fn poll_recv_lent(
-        &mut self,
-        cx: &mut Context<'_>,
-        io: &mut dyn Io,
-    ) -> Poll<Result<Option<Raw>, Error>> {
-        loop {
-            if let Some(raw) = self.conn.lend_next() {
-                return Poll::Ready(Ok(Some(raw)));
-            }
-            match self.conn.poll_raw(true) {
-                Some(Ok(ev)) => return self.hand_over(ev, cx, io),
-                Some(Err(e)) => {
-                    self.note_failure(&e);
-                    continue;
-                }
-                None => {}
-            }
-            if let Some(done) = self.poll_io(cx, io) {
-                return done;
             }
         }
     }

@@ -662,7 +662,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// next event as positions in the connection's buffers, to lend with the run after
     /// it ([`Connection::batch_of`], [`Connection::batch_with_replies`]) or take.
     pub(crate) fn recv_raw(&mut self) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
-        poll_fn(move |cx| self.engine.poll_recv_lent(cx, &mut self.io))
+        poll_fn(move |cx| {
+            self.engine
+                .poll_recv_with(cx, &mut self.io, true, Connection::lend_next)
+        })
     }
 
     /// For the handler API's borrowed callback: its only reply, the message lent at `at`
