@@ -8,7 +8,7 @@
 //! hops from header to header in scalar code on every backend; the payload passes run
 //! the backend's vectors ([`Payload`]).
 
-use crate::frame::{End, FrameHeader, Rules, Scanned, Violation, parse_header};
+use crate::header::{End, Frame, FrameHeader, Rules, Scanned, Violation, parse_header};
 use crate::scalar;
 
 /// Frames per round of a [`crate::frame::Run`]: decoded in one call while their payloads
@@ -430,13 +430,13 @@ fn first_invalid(buf: &mut [u8], rules: &Rules, frames: usize) -> Scanned {
 
 /// The scan alone (see [`crate::frame::scan_batch`]): the header of every whole message
 /// at the front of `buf` into `out`.
-pub(crate) fn scan(buf: &[u8], rules: &Rules, out: &mut [crate::frame::Frame]) -> Scanned {
+pub(crate) fn scan(buf: &[u8], rules: &Rules, out: &mut [Frame]) -> Scanned {
     let mut pos = 0;
     let mut n = 0;
     while n < out.len() {
         match simple_at(&buf[pos..], rules) {
             Ok(s) => {
-                out[n] = crate::frame::Frame {
+                out[n] = Frame {
                     at: pos,
                     header: FrameHeader {
                         fin: true,

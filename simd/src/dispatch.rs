@@ -5,7 +5,7 @@
 //! reachable if the precondition is broken, and even then computes the right result.
 
 use crate::Backend;
-use crate::frame::{Rules, Scanned};
+use crate::header::{Rules, Scanned};
 use crate::{batch, scalar};
 
 macro_rules! dispatch {

@@ -89,6 +89,7 @@ pub mod frame;
     all(target_arch = "aarch64", feature = "neon")
 ))]
 mod generic;
+mod header;
 pub mod mask;
 mod scalar;
 pub mod utf8;

@@ -129,9 +129,9 @@ pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn decode(
     buf: &mut [u8],
-    rules: &crate::frame::Rules,
+    rules: &crate::header::Rules,
     max_frames: usize,
-) -> crate::frame::Scanned {
+) -> crate::header::Scanned {
     // SAFETY: NEON is enabled for this function.
     unsafe { crate::batch::decode::<generic::Vectors<uint8x16_t>>(buf, rules, max_frames) }
 }

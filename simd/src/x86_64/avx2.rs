@@ -239,9 +239,9 @@ pub(crate) unsafe fn validate(buf: &[u8]) -> bool {
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn decode(
     buf: &mut [u8],
-    rules: &crate::frame::Rules,
+    rules: &crate::header::Rules,
     max_frames: usize,
-) -> crate::frame::Scanned {
+) -> crate::header::Scanned {
     // SAFETY: AVX2 is enabled for this function.
     unsafe { crate::batch::decode::<generic::Vectors<__m256i>>(buf, rules, max_frames) }
 }

@@ -178,9 +178,9 @@ pub(crate) unsafe fn mask_copy(dst: &mut [u8], src: &[u8], key: [u8; 4]) {
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(crate) unsafe fn decode(
     buf: &mut [u8],
-    rules: &crate::frame::Rules,
+    rules: &crate::header::Rules,
     max_frames: usize,
-) -> crate::frame::Scanned {
+) -> crate::header::Scanned {
     // SAFETY: AVX-512F and AVX-512BW are enabled for this function.
     unsafe { crate::batch::decode::<generic::Vectors<__m512i>>(buf, rules, max_frames) }
 }
