@@ -54,7 +54,7 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::tokio::{Error, Message, TrySendError, WebSocket};
+use crate::tokio::{Error, Message, WebSocket};
 
 /// A WebSocket connection read and written as a byte stream.
 #[derive(Debug)]
@@ -89,21 +89,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tunnel<S> {
     /// peer's close within the close timeout.
     pub async fn close(mut self) -> Result<(), Error> {
         self.ws.close(1000, "").await
-    }
-
-    /// Queues `msg`, writing the queue out first when it is full.
-    fn poll_queue(&mut self, cx: &mut Context<'_>, mut msg: Message) -> Poll<io::Result<()>> {
-        loop {
-            match self.ws.try_send(msg) {
-                Ok(()) => return Poll::Ready(Ok(())),
-                Err(TrySendError::QueueFull(back)) => {
-                    msg = back;
-                    // An empty queue accepts any one message, so this loop ends.
-                    ready!(self.ws.poll_flush_io(cx))?;
-                }
-                Err(TrySendError::Failed(e)) => return Poll::Ready(Err(e.into())),
-            }
-        }
     }
 }
 
@@ -148,8 +133,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tunnel<S> {
             return Poll::Ready(Ok(0));
         }
         let n = buf.len().min(Self::MAX_WRITE);
-        let msg = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
-        ready!(this.poll_queue(cx, msg))?;
+        ready!(this.ws.poll_send_io(cx, n, |c| c.send_binary(&buf[..n])))?;
         Poll::Ready(Ok(n))
     }
 
@@ -161,7 +145,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tunnel<S> {
         let this = self.get_mut();
         if !this.write_eof {
             // End of stream in this direction: an empty binary message.
-            ready!(this.poll_queue(cx, Message::Binary(Bytes::new())))?;
+            ready!(this.ws.poll_send_io(cx, 0, |c| c.send_binary(&[])))?;
             this.write_eof = true;
         }
         this.ws.poll_flush_io(cx)

@@ -283,18 +283,10 @@ pub const TRAILER: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
 /// assert!(out.capacity() <= 1001);
 /// # Ok::<(), DeflateError>(())
 /// ```
+#[derive(Debug)]
 pub struct PerMessageDeflate {
     sender: sender::Sender,
     receiver: receiver::Receiver,
-}
-
-impl core::fmt::Debug for PerMessageDeflate {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("PerMessageDeflate")
-            .field("sender", &self.sender)
-            .field("receiver", &self.receiver)
-            .finish()
-    }
 }
 
 impl PerMessageDeflate {

@@ -631,6 +631,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.poll_flush_queue(cx).map_err(io::Error::from)
     }
 
+    /// For the same `AsyncWrite` views: waits until the send queue has room for `len`
+    /// more bytes (writing it out meanwhile), then queues what `send` sends, straight
+    /// from the caller's buffer; the error as an `io::Error`.
+    pub(crate) fn poll_send_io(
+        &mut self,
+        cx: &mut Context<'_>,
+        len: usize,
+        send: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
+    ) -> Poll<io::Result<()>> {
+        ready!(self.with_room(cx, len)).map_err(io::Error::from)?;
+        Poll::Ready(self.engine.send_with(send).map_err(io::Error::from))
+    }
+
     send_methods!("WebSocket", MessageWriter, try_send(&mut));
 
     /// [`try_send`](Self::try_send) with the choice of whether this message is compressed

@@ -108,8 +108,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
         if this.finished {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
-        ready!(this.ws.with_room(cx, buf.len()))?;
-        this.ws.engine.send_with(|c| c.send_chunk(buf))?;
+        ready!(this.ws.poll_send_io(cx, buf.len(), |c| c.send_chunk(buf)))?;
         Poll::Ready(Ok(buf.len()))
     }
 
