@@ -126,8 +126,12 @@ async fn a_bare_send_to_a_server_that_never_reads_fails_at_the_send_timeout() {
     assert_send_timeout("tokio client", &e, took);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_split_write_half_and_its_read_half_both_end_at_the_send_timeout() {
+/// A split connection whose peer never reads: the write half sends (`feed`: waits for
+/// room in the queue only; otherwise `send`: waits for the flush too) while the read half
+/// waits in `recv`. Whichever task meets the send timeout first, both report it: the
+/// send that was waiting fails with the timeout, not with a bare `Closed` (it did, now
+/// and then, when the receiving task met it first and ended the connection).
+async fn split_halves_end_at_the_send_timeout(feed: bool) {
     let (l, addr) = listener().await;
     let server = tokio::spawn(async move {
         let (s, _) = l.accept().await.unwrap();
@@ -136,7 +140,12 @@ async fn a_split_write_half_and_its_read_half_both_end_at_the_send_timeout() {
         let reader = tokio::spawn(async move { rd.recv().await });
         let start = Instant::now();
         let e = loop {
-            if let Err(e) = wr.send(chunk()).await {
+            let r = if feed {
+                wr.feed(chunk()).await
+            } else {
+                wr.send(chunk()).await
+            };
+            if let Err(e) = r {
                 break e;
             }
         };
@@ -149,6 +158,16 @@ async fn a_split_write_half_and_its_read_half_both_end_at_the_send_timeout() {
         matches!(read, Err(Error::Timeout(Timeout::Send))),
         "the read half: {read:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_write_half_and_its_read_half_both_end_at_the_send_timeout() {
+    split_halves_end_at_the_send_timeout(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feeding_write_half_and_its_read_half_both_end_at_the_send_timeout() {
+    split_halves_end_at_the_send_timeout(true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,4 +308,28 @@ async fn a_peer_that_reads_slowly_but_steadily_is_not_timed_out() {
     // started again with each write that made progress.
     assert!(waited > SEND_TIMEOUT, "{sent} sends waited {waited:?}");
     reader.abort();
+}
+
+/// A send waiting for room in the queue goes on as soon as a write made room, even when
+/// that write found the socket full: it once waited for the socket to take more, however
+/// much room the write had made (with a peer that stopped reading, until the send timeout
+/// ended the connection, with room in the queue all along).
+#[tokio::test]
+async fn a_send_goes_on_once_a_write_made_room_though_the_socket_is_full() {
+    // A socket that takes 96 KiB and then nothing (nobody reads the other end).
+    let (ours, _theirs) = tokio::io::duplex(96 * 1024);
+    let config = Config::default()
+        .with_send_queue_high_water(128 * 1024)
+        .with_send_timeout(None);
+    let mut ws = WebSocket::from_raw(ours, rapidws::Role::Server, &config, &[]);
+    let chunk = Message::Binary(Bytes::from(vec![7u8; 64 * 1024]));
+    // Two chunks fill the queue to its high-water mark without a write.
+    ws.feed(chunk.clone()).await.unwrap();
+    ws.feed(chunk.clone()).await.unwrap();
+    // The third needs room: the write takes 96 KiB of the 128 queued and then finds the
+    // socket full, leaving 32 KiB queued, room for 96 more.
+    // One poll: the duplex takes what it takes at once and wakes nothing after.
+    futures_util::FutureExt::now_or_never(ws.feed(chunk))
+        .expect("the feed waited although the write had made room")
+        .unwrap();
 }

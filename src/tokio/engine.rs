@@ -123,6 +123,12 @@ pub(crate) struct Engine {
     io_error: Option<io::Error>,
     /// The end of the connection was reported (its buffers released, its close traced).
     ended: bool,
+    /// A send or flush is waiting for the socket (for one cancelled, the next takes its
+    /// place): see [`closed_error`](Self::closed_error).
+    write_waited: bool,
+    /// The connection's failure once taken to be reported (see
+    /// [`closed_error`](Self::closed_error)).
+    reported_failure: Option<connection::Error>,
 }
 
 /// The current time as the connection's clock wants it. tokio's clock is used so that a
@@ -141,6 +147,8 @@ impl Engine {
             timer_state: NO_TIMER_STATE,
             io_error: None,
             ended: false,
+            write_waited: false,
+            reported_failure: None,
         };
         if !leftover.is_empty() {
             engine.conn.handle_bytes(now(), leftover);
@@ -210,11 +218,12 @@ impl Engine {
         cx: &mut Context<'_>,
         io: &mut dyn Io,
     ) -> Poll<Result<(), Error>> {
+        let waited = std::mem::take(&mut self.write_waited);
         // The connection is over (a timer ended its teardown, the receiving side
         // reported it): what is queued is never written, and no timer is left to end
         // the wait.
         if self.conn.is_done() {
-            return Poll::Ready(Err(self.closed_error()));
+            return Poll::Ready(Err(self.closed_error(waited)));
         }
         // Read what the peer sends meanwhile, while the connection holds little unread
         // input: a pong to our keepalive is then seen even though the application is not
@@ -227,13 +236,13 @@ impl Engine {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => {
                         self.transport_failed(e);
-                        return Poll::Ready(Err(self.closed_error()));
+                        return Poll::Ready(Err(self.closed_error(waited)));
                     }
                     Poll::Pending => break,
                 }
             }
             if self.conn.is_closed() {
-                return Poll::Ready(Err(self.closed_error()));
+                return Poll::Ready(Err(self.closed_error(waited)));
             }
         }
         // The shutdown signal wakes this wait; going away queues our close behind the
@@ -241,16 +250,25 @@ impl Engine {
         self.conn.poll_going_away(cx.waker(), now);
         while self.poll_timer(cx) {
             if self.conn.is_closed() {
-                return Poll::Ready(Err(self.closed_error()));
+                return Poll::Ready(Err(self.closed_error(waited)));
             }
         }
+        self.write_waited = true;
         Poll::Pending
     }
 
     /// What a send on a closed connection reports: the failure that closed it, else
-    /// `Closed`.
-    fn closed_error(&self) -> Error {
-        match self.conn.failure() {
+    /// `Closed`. A send or flush that `waited` when the connection failed reports the
+    /// failure even after the receive reported it and the connection let it go (the
+    /// receiving task of a split connection may meet the failure first); one made after
+    /// the end reports `Closed`.
+    fn closed_error(&self, waited: bool) -> Error {
+        let failure = match self.conn.failure() {
+            Some(e) => Some(e),
+            None if waited => self.reported_failure.as_ref(),
+            None => None,
+        };
+        match failure {
             Some(e) => Error::from(e.clone()),
             None => Error::Closed,
         }
@@ -267,6 +285,7 @@ impl Engine {
             Poll::Ready(Err(e)) => return Poll::Ready(Err(self.send_failed(e))),
             Poll::Pending => return self.poll_write_wait(cx, io),
         }
+        self.write_waited = false;
         if let Err(e) = ready!(io.wr().poll_flush(cx)) {
             return Poll::Ready(Err(self.send_failed(e)));
         }
@@ -284,14 +303,43 @@ impl Engine {
             // A connection that takes no more sends has room enough: the send fails at
             // once (`Closed`) instead of waiting for room it does not need.
             if self.conn.has_room(extra) || self.conn.close_sent() || self.conn.is_closed() {
+                if self.write_waited {
+                    return Poll::Ready(self.room_wait_over());
+                }
                 return Poll::Ready(Ok(()));
             }
             match self.poll_drain(cx, io.wr()) {
                 Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(self.send_failed(e))),
+                Poll::Ready(Err(e)) => {
+                    self.write_waited = false;
+                    return Poll::Ready(Err(self.send_failed(e)));
+                }
+                // The socket is full, but what it took may have made room enough.
+                Poll::Pending if self.conn.has_room(extra) => {}
                 Poll::Pending => return self.poll_write_wait(cx, io),
             }
         }
+    }
+
+    /// A wait for room is over. When the connection failed meanwhile (the task receiving
+    /// on it met the send timeout first, say), the send that waited fails with that
+    /// error, as it would had it met the failure itself, not with a bare `Closed`.
+    #[cold]
+    fn room_wait_over(&mut self) -> Result<(), Error> {
+        self.write_waited = false;
+        if self.conn.is_closed() {
+            return Err(self.closed_error(true));
+        }
+        Ok(())
+    }
+
+    /// Takes the connection's failure to report it at the end, keeping a copy for the
+    /// sends still waiting.
+    #[cold]
+    fn take_failure(&mut self) -> Option<connection::Error> {
+        let e = self.conn.take_failure()?;
+        self.reported_failure = Some(e.clone());
+        Some(e)
     }
 
     /// Whether `extra` more bytes fit under the high-water mark right now.
@@ -328,7 +376,7 @@ impl Engine {
         // queued it, or what the socket did not take of it).
         let mut whole = false;
         if let Some(len) = msg.as_ref().map(Message::len) {
-            if !self.has_room(len) {
+            if !self.has_room(len) || self.write_waited {
                 ready!(self.poll_room(cx, io, len))?;
             }
             let lone = !matches!(put, Put::Feed);
@@ -743,9 +791,9 @@ impl Engine {
         let io_error = self.io_error.take().filter(|_| !self.conn.close_received());
         if let Some(e) = io_error {
             // The connection's own failure, if any, came first and is the one to tell.
-            return Err(self.conn.take_failure().map_or(Error::Io(e), Error::from));
+            return Err(self.take_failure().map_or(Error::Io(e), Error::from));
         }
-        match self.conn.take_failure() {
+        match self.take_failure() {
             Some(e) => Err(Error::from(e)),
             None => Ok(None),
         }
