@@ -418,14 +418,9 @@ fn read_inbox(inbox: &Inbox, c: &mut Cursor, what: &str) {
     c.read = got.len();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_master_restarted_empty_in_turn() {
-    const NODES: usize = 3;
-    let Some(mut cluster) = RedisCluster::start() else {
-        return;
-    };
-    let began = std::time::Instant::now();
-    // Two topics on each master.
+/// Six topics, two on each master (by the slot of the key the broker uses), and the
+/// master of each.
+fn two_topics_per_master(cluster: &RedisCluster) -> (Vec<String>, Vec<usize>) {
     let mut topics: Vec<String> = Vec::new();
     let mut owner: Vec<usize> = Vec::new();
     for i in 0.. {
@@ -439,6 +434,17 @@ async fn each_master_restarted_empty_in_turn() {
             break;
         }
     }
+    (topics, owner)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_master_restarted_empty_in_turn() {
+    const NODES: usize = 3;
+    let Some(mut cluster) = RedisCluster::start() else {
+        return;
+    };
+    let began = std::time::Instant::now();
+    let (topics, owner) = two_topics_per_master(&cluster);
     let urls = cluster.urls();
     let nodes: Vec<Node> = (0..NODES)
         .map(|_| {
@@ -640,20 +646,7 @@ async fn a_slot_move_and_a_failover_keep_every_topic_delivered() {
     let Some(cluster) = RedisCluster::start() else {
         return;
     };
-    // Two topics on each master.
-    let mut topics: Vec<String> = Vec::new();
-    let mut owner: Vec<usize> = Vec::new();
-    for i in 0.. {
-        let t = format!("room:{i}");
-        let o = cluster.owner(cluster.keyslot(&format!("rapidws:{{{t}}}")));
-        if owner.iter().filter(|&&x| x == o).count() < 2 {
-            topics.push(t);
-            owner.push(o);
-        }
-        if topics.len() == 6 {
-            break;
-        }
-    }
+    let (topics, owner) = two_topics_per_master(&cluster);
     let urls = cluster.urls();
     let (ua, ub) = (urls.clone(), urls);
     let a = Node::start(move || cluster_hub(ua), server_config());

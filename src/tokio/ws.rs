@@ -349,8 +349,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &self.io
     }
 
-    /// The underlying stream, mutably: for its own settings (a socket option, a TLS
-    /// session's state). Reading from it or writing to it directly would cut into the
+    /// The underlying stream, mutably: for its own settings (a socket option, the TLS
+    /// session). Do not read from it or write to it: those bytes belong to the
     /// connection's frames.
     pub fn get_mut(&mut self) -> &mut S {
         &mut self.io

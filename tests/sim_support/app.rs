@@ -540,6 +540,47 @@ enum WRef<'a> {
     ),
 }
 
+/// The two fragmented-message writers (of a whole socket and of a write half), which the
+/// library gives the same `send_chunk` and `finish` but no common trait.
+trait FragmentWriter {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error>;
+    async fn end(self, data: &[u8]) -> Result<(), Error>;
+}
+
+impl FragmentWriter for rapidws::tokio::MessageWriter<'_, SimStream> {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.send_chunk(data).await
+    }
+    async fn end(self, data: &[u8]) -> Result<(), Error> {
+        self.finish(data).await
+    }
+}
+
+impl FragmentWriter for rapidws::tokio::HalfMessageWriter<'_, SimStream> {
+    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.send_chunk(data).await
+    }
+    async fn end(self, data: &[u8]) -> Result<(), Error> {
+        self.finish(data).await
+    }
+}
+
+/// Sends `data` as one fragment per size in `sizes` (they add up to its length), the
+/// last one finishing the message. A writer that fails part way is dropped unfinished.
+async fn write_fragments(
+    mut wr: impl FragmentWriter,
+    data: &[u8],
+    sizes: &[usize],
+) -> Result<(), Error> {
+    let (chunks, last) = sizes.split_at(sizes.len() - 1);
+    let mut at = 0;
+    for &n in chunks {
+        wr.chunk(&data[at..at + n]).await?;
+        at += n;
+    }
+    wr.end(&data[at..at + last[0]]).await
+}
+
 pub enum Writer {
     Half(WriteHalf<SimStream>),
     Sink(SplitSink<Ws, Message>, Option<(usize, usize)>),
@@ -687,48 +728,13 @@ async fn write_op_inner(t: &mut Task, w: &mut WRef<'_>, op: WriteOp) -> bool {
                 msg::Kind::Text => rapidws::tokio::MessageKind::Text,
                 _ => rapidws::tokio::MessageKind::Binary,
             };
-            let (chunks, last) = sizes.split_at(sizes.len() - 1);
             let r = match w {
                 WRef::Whole(ws) => match ws.begin_message(kind) {
-                    Ok(mut wr) => {
-                        let mut at = 0;
-                        let mut r = Ok(());
-                        for &n in chunks {
-                            r = wr.send_chunk(&m.data[at..at + n]).await;
-                            at += n;
-                            if r.is_err() {
-                                break;
-                            }
-                        }
-                        match r {
-                            Ok(()) => wr.finish(&m.data[at..at + last[0]]).await,
-                            Err(e) => {
-                                drop(wr);
-                                Err(e)
-                            }
-                        }
-                    }
+                    Ok(wr) => write_fragments(wr, &m.data, &sizes).await,
                     Err(e) => Err(e),
                 },
                 WRef::Half(h) => match h.begin_message(kind) {
-                    Ok(mut wr) => {
-                        let mut at = 0;
-                        let mut r = Ok(());
-                        for &n in chunks {
-                            r = wr.send_chunk(&m.data[at..at + n]).await;
-                            at += n;
-                            if r.is_err() {
-                                break;
-                            }
-                        }
-                        match r {
-                            Ok(()) => wr.finish(&m.data[at..at + last[0]]).await,
-                            Err(e) => {
-                                drop(wr);
-                                Err(e)
-                            }
-                        }
-                    }
+                    Ok(wr) => write_fragments(wr, &m.data, &sizes).await,
                     Err(e) => Err(e),
                 },
                 WRef::Sink(..) => w.send(m.to_message()).await,

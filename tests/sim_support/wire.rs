@@ -209,6 +209,20 @@ impl Net {
         );
     }
 
+    /// A call of the blocking views: counted, and now and then a spurious `WouldBlock`
+    /// or `Interrupted`, which a blocking transport may return and the layer retries.
+    fn blocking_call(&mut self) -> Option<io::Error> {
+        self.tick();
+        if !self.spurious() {
+            return None;
+        }
+        Some(if self.rng.chance(1, 2) {
+            io::ErrorKind::WouldBlock.into()
+        } else {
+            io::ErrorKind::Interrupted.into()
+        })
+    }
+
     /// Whether this call returns `Pending` (or `WouldBlock`) although it could go on.
     fn spurious(&mut self) -> bool {
         self.chaos.pending_den > 0 && self.rng.chance(1, self.chaos.pending_den)
@@ -588,13 +602,8 @@ impl<P: Stepper> SimStd<P> {
 
 impl<P: Stepper> io::Read for SimStd<P> {
     fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
-        self.net.tick();
-        if self.net.spurious() {
-            return Err(if self.net.rng.chance(1, 2) {
-                io::ErrorKind::WouldBlock.into()
-            } else {
-                io::ErrorKind::Interrupted.into()
-            });
+        if let Some(e) = self.net.blocking_call() {
+            return Err(e);
         }
         self.wait_until("read", |n| {
             n.down.rst || n.down.fin || !n.down.buf.is_empty()
@@ -609,13 +618,8 @@ impl<P: Stepper> io::Write for SimStd<P> {
     }
 
     fn write_vectored(&mut self, src: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.net.tick();
-        if self.net.spurious() {
-            return Err(if self.net.rng.chance(1, 2) {
-                io::ErrorKind::WouldBlock.into()
-            } else {
-                io::ErrorKind::Interrupted.into()
-            });
+        if let Some(e) = self.net.blocking_call() {
+            return Err(e);
         }
         self.wait_until("write", |n| {
             n.up.rst || n.up.reader_gone || n.up.fin || n.up.buf.len() < n.up.cap
