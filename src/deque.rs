@@ -87,6 +87,12 @@ impl<T> Deque<T> {
         self.head.iter().chain(self.rest.iter())
     }
 
+    /// Whether the spill holds storage.
+    #[inline]
+    pub(crate) fn spills(&self) -> bool {
+        self.rest.capacity() > 0
+    }
+
     /// Frees the spill storage when it is empty and holds more than `keep` elements' room.
     pub(crate) fn shrink_idle(&mut self, keep: usize) {
         if self.rest.is_empty() && self.rest.capacity() > keep {

@@ -948,7 +948,8 @@ fn a_stream_of_16_kib_messages_settles_to_one_read_each() {
 
 /// A connection receiving large messages holds no receive buffer while it waits: a read
 /// that finds nothing gives the empty buffer to the thread's stock, and the next
-/// connection to read takes that same allocation. One with small messages keeps its own.
+/// connection to read takes that same allocation; so does one with small messages that
+/// come now and then.
 #[test]
 fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
     let now = Instant::now();
@@ -984,7 +985,8 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
         &large[..]
     );
 
-    // Small messages: the buffer stays with its connection.
+    // Small messages arriving back to back: the buffer stays with its connection (the
+    // memory timer gives it back if no more come).
     let (mut cc, mut c) = pair();
     for _ in 0..4 {
         cc.send(MessageKind::Binary, &[1; 1024]).unwrap();
@@ -995,5 +997,29 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
     }
     c.reserve_read();
     c.read_would_block();
-    assert!(c.recv_buffer().capacity() > 0, "a small buffer is kept");
+    assert!(c.recv_buffer().capacity() > 0, "a busy connection keeps its buffer");
+    assert_eq!(c.poll_timeout(), Some(now + Duration::from_millis(250)));
+
+    // Small messages now and then (a second apart): the buffer goes to the stock, and with
+    // nothing else held no memory timer is armed (the next deadline is the keepalive's).
+    let later = now + Duration::from_secs(1);
+    cc.send(MessageKind::Binary, &[1; 1024]).unwrap();
+    assert_eq!(
+        read_one_message(&mut c, &mut cc, later).0.as_bytes(),
+        &[1; 1024][..]
+    );
+    c.reserve_read();
+    c.read_would_block();
+    assert_eq!(c.poll_timeout(), Some(later + Duration::from_secs(30)));
+    assert_eq!(c.recv_buffer().capacity(), 0, "nothing held while waiting");
+    // The next read on the thread takes it back (after the client's send, whose output
+    // chunk comes from the same stock).
+    cc.send(MessageKind::Binary, &[2; 1024]).unwrap();
+    let small = c.reserve_read().as_ptr();
+    c.read_would_block();
+    assert_eq!(c.reserve_read().as_ptr(), small);
+    assert_eq!(
+        read_one_message(&mut c, &mut cc, later).0.as_bytes(),
+        &[2; 1024][..]
+    );
 }

@@ -110,3 +110,59 @@ fn the_counter_sees_the_echo_path_allocate_when_cold() {
         assert_eq!(msg, Message::binary(vec![7u8; 16]));
     });
 }
+
+/// Many connections each sending now and then (2.5 messages a second here, on a paused
+/// clock): once warm, an echo allocates nothing and arms no timer. Each connection gives
+/// its buffers to the thread's stock when its read finds nothing, the next connection with
+/// a message takes them, and its next deadline stays the keepalive's (no memory timer to
+/// arm, fire and re-arm per message).
+#[test]
+fn quiet_connections_allocate_nothing_and_arm_no_timer_per_message() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut conns: Vec<(DuplexStream, WebSocket<DuplexStream>)> = (0..20)
+            .map(|_| {
+                let (client, server) = duplex(1 << 16);
+                let ws = WebSocket::from_raw(server, Role::Server, &Config::default(), &[]);
+                (client, ws)
+            })
+            .collect();
+        let payload = vec![b'q'; 1024];
+        let frame = client_frame(MessageKind::Binary, &payload);
+        let mut echo = vec![0; 4 + payload.len()];
+        let mut allocations = 0;
+        for round in 0..40 {
+            tokio::time::advance(std::time::Duration::from_millis(400)).await;
+            for (client, ws) in &mut conns {
+                client.write_all(&frame).await.unwrap();
+                let counting = round >= 5;
+                if counting {
+                    alloc_count::start();
+                }
+                let msg = ws.recv().await.unwrap().unwrap();
+                ws.send(msg).await.unwrap();
+                // The next receive finds nothing: the connection waits for its peer.
+                let next = poll_fn(|cx| Poll::Ready(ws.poll_recv(cx))).await;
+                assert!(next.is_pending(), "round {round}: {next:?}");
+                let n = alloc_count::stop();
+                if counting {
+                    allocations += n;
+                }
+                let now = tokio::time::Instant::now().into_std();
+                let deadline = ws.connection().poll_timeout().expect("the keepalive runs");
+                assert!(
+                    deadline >= now + std::time::Duration::from_secs(29),
+                    "round {round}: a timer {:?} from now",
+                    deadline - now
+                );
+                client.read_exact(&mut echo).await.unwrap();
+                assert_eq!(&echo[4..], &payload[..]);
+            }
+        }
+        assert_eq!(allocations, 0, "allocations over 700 quiet echoes");
+    });
+}

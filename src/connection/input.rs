@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 
-use super::{Connection, Error, MAX_READ_CHUNK, RETAIN_CAPACITY, stock};
+use super::stock::{self, Shelf};
+use super::{Connection, Error, MAX_READ_CHUNK, RETAIN_CAPACITY};
 
 impl Connection {
     /// Appends received bytes. `now` is the time they arrived.
@@ -93,9 +94,11 @@ impl Connection {
                 self.grow_rx(rest.saturating_add(read_size));
             }
         } else if spare < read_size / 2 {
+            // A stocked buffer that offers a whole read will do: one given back at the
+            // room's exact size would miss by a few bytes whenever the read size grew.
             let room = room_for_reads(read_size);
             if self.rx.capacity() == 0
-                && let Some(buf) = stock::take(room)
+                && let Some(buf) = stock::take(Shelf::Recv, read_size)
             {
                 self.rx = buf;
             } else {
@@ -341,31 +344,57 @@ impl Connection {
     }
 
     /// Notes that a read found nothing to read: the IO layer now waits for the peer. A
-    /// connection whose reads are large (16 KiB or more) and whose receive buffer holds
-    /// nothing gives the buffer to this thread's stock, and its next read takes one from
-    /// there: while it waits it holds none, and the buffers in use stay few and in cache
-    /// however many connections wait (the stock keeps at most 16 buffers of at most 64
-    /// KiB). Smaller buffers are kept (the memory timer gives them back when the
-    /// connection is quiet).
+    /// connection whose last bytes came after a quiet spell (it sends now and then; see
+    /// `timers.rs`) gives the buffers it keeps between messages to this thread's stock
+    /// (see `stock.rs`): the receive buffer when it holds nothing, and the output queue's
+    /// empty chunk. The next read or small frame on the thread, of this
+    /// connection or another, takes one from there. A connection waiting for its peer then
+    /// holds none of them, and one that sends now and then neither allocates nor frees per
+    /// message, nor arms a timer to give them back. So does a busy one whose reads are
+    /// large (16 KiB or more): the buffers in use then stay few and in cache however many
+    /// connections wait (the stock keeps at most 16 buffers of at most 64 KiB a kind).
     #[inline]
     pub fn read_would_block(&mut self) {
-        if self.read_size as usize >= STOCK_READ_SIZE
-            && self.rx.is_empty()
-            && self.rx.capacity() > 0
-        {
-            self.rx_stocked = true;
-            stock::give(std::mem::take(&mut self.rx));
+        if !self.timers.after_quiet && (self.read_size as usize) < STOCK_READ_SIZE {
+            // Busy with small messages: the buffers are kept for the next one, which
+            // comes soon.
+            return;
         }
+        if self.rx.is_empty() && self.rx.capacity() > 0 {
+            self.rx_stocked = true;
+            let rx = std::mem::take(&mut self.rx);
+            if std::mem::take(&mut self.rx_shared) {
+                stock::give(Shelf::Recv, rx);
+            } else {
+                stock::give_unshared(Shelf::Recv, rx);
+            }
+        }
+        self.out.stock_spare();
     }
 
-    /// Whether buffers kept for the next message are held (the memory timer gives them
-    /// back when the connection is quiet).
+    /// Whether buffers kept for the next message are held that only the memory timer
+    /// gives back: all of them under an IO layer that does not report reads that would
+    /// block (the blocking one); else only the rarer ones (a fragmented or inflated
+    /// message's, the data queue's spill).
     #[inline]
     pub(super) fn holds_idle_memory(&self) -> bool {
         (self.rx.capacity() > 0 && self.rx.is_empty())
             || (self.msg.capacity() > 0 && self.msg.is_empty())
             || self.wbuf.capacity() > 0
             || self.out.holds_spare()
+            || self.inflate_scratch_held()
+    }
+
+    /// Whether the inflater's output buffer holds memory between messages.
+    #[inline]
+    fn inflate_scratch_held(&self) -> bool {
+        #[cfg(feature = "deflate")]
+        return self
+            .deflate
+            .as_deref()
+            .is_some_and(|d| d.scratch.capacity() > 0 && d.scratch.is_empty());
+        #[cfg(not(feature = "deflate"))]
+        false
     }
 
     /// Gives back the memory kept for reuse between messages: the receive buffer and the
@@ -402,10 +431,6 @@ impl Connection {
     }
 }
 
-/// Reads of at least this size give their empty buffer to the thread's stock when the
-/// connection waits ([`Connection::read_would_block`]).
-const STOCK_READ_SIZE: usize = 16 * 1024;
-
 /// The room a receive buffer is given for reads of `read_size`: two of them (within half of
 /// what is kept between messages), so that small messages make room every few reads rather
 /// than every other one.
@@ -413,3 +438,7 @@ const STOCK_READ_SIZE: usize = 16 * 1024;
 fn room_for_reads(read_size: usize) -> usize {
     (2 * read_size).min(read_size.max(RETAIN_CAPACITY / 2))
 }
+
+/// Reads of at least this size give their empty buffer to the thread's stock whenever the
+/// connection waits ([`Connection::read_would_block`]), busy or not.
+const STOCK_READ_SIZE: usize = 16 * 1024;

@@ -184,6 +184,9 @@ pub struct Connection {
     /// ([`read_would_block`](Self::read_would_block)): the next read takes one from there
     /// rather than reading into the IO layer's memory as an idle connection does.
     rx_stocked: bool,
+    /// A message was cut out of `rx` (an owned handle now shares its allocation, or did)
+    /// since `rx` last went to the thread's stock.
+    rx_shared: bool,
     /// Bytes after `rx_read` that belong to a single-frame message still arriving
     /// (`Delivery::Whole`, uncompressed): decoded and unmasked, kept in place so that the
     /// whole message is lent or handed over from `rx` without a copy. 0 when none.
@@ -333,6 +336,7 @@ impl Connection {
             last_frame: 0,
             rx_cold: true,
             rx_stocked: false,
+            rx_shared: false,
             held: 0,
             held_start: 0,
             msg: Vec::new(),

@@ -211,7 +211,8 @@ impl OutQueue {
         }
         let mut chunk = match self.spare.take() {
             Some(spare) if spare.capacity() >= n => spare,
-            _ => BytesMut::with_capacity(n.max(want)),
+            _ => super::stock::take(super::stock::Shelf::Send, n.max(want))
+                .unwrap_or_else(|| BytesMut::with_capacity(n.max(want))),
         };
         copy_frame(&mut chunk, header, payload, mask);
         self.data.push_back(Entry::Copied(chunk));
@@ -382,10 +383,24 @@ impl OutQueue {
         Some(t)
     }
 
-    /// Whether an empty chunk is kept for the next small frames.
+    /// Whether an empty chunk, or room for a burst, is kept for the next frames.
     #[inline]
     pub(crate) fn holds_spare(&self) -> bool {
-        self.spare.is_some()
+        self.spare.is_some() || self.data.spills()
+    }
+
+    /// The connection waits for its peer: the empty chunk goes to the thread's stock (the
+    /// next small frame on the thread takes it back), and the control queue's storage,
+    /// grown only by pings and pongs, is freed when nothing waits in it.
+    #[inline]
+    pub(crate) fn stock_spare(&mut self) {
+        if let Some(chunk) = self.spare.take() {
+            // Only ever read through slices: never shared.
+            super::stock::give_unshared(super::stock::Shelf::Send, chunk);
+        }
+        if self.control.is_empty() && self.control.capacity() > 0 {
+            self.control = VecDeque::new();
+        }
     }
 
     /// Frees what an idle queue keeps: the spare chunk and the queues' storage.

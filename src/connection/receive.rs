@@ -231,6 +231,7 @@ impl Connection {
                 // `BytesMut::advance` is a call that first asks how the buffer is shared.
                 let frame_len = self.rx_pending;
                 let mut frame = self.rx.split_to(self.rx_read + frame_len);
+                self.rx_shared = true;
                 self.last_frame = frame_len.min(u32::MAX as usize) as u32;
                 self.rx_pending = 0;
                 self.rx_read = 0;

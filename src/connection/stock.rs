@@ -1,14 +1,17 @@
-//! A per-thread stock of empty receive buffers grown for large messages.
+//! A per-thread stock of empty buffers: receive buffers and output chunks of connections
+//! that have gone quiet.
 //!
-//! A connection that receives large messages needs a large buffer while one arrives, and
-//! none while it waits for the next. Kept per connection, those buffers would sit out of
-//! cache: a server echoing 16 KiB messages on 1,000 connections would hold 49 MB of them
-//! and work from main memory (`benches/RESULTS.md`, instruction counts). Given back when a
-//! read finds nothing to read
-//! ([`Connection::read_would_block`](super::Connection::read_would_block)) and taken by
-//! the next connection on the same thread with something to read, a few buffers serve
-//! them all, still in cache. Small buffers are not stocked: a connection keeps its own
-//! (stocking them would cost more than their cache footprint saves).
+//! A connection needs a receive buffer while bytes arrive and an output chunk while small
+//! frames wait for the socket, and neither while it waits for its peer. Kept per
+//! connection, those buffers would pin memory on every idle connection (10,000 of them at 8
+//! KiB is 80 MB) and sit out of cache; handed back to the allocator whenever a connection
+//! went quiet, they cost an allocation, a free and, for the larger ones, page faults per
+//! message on a server whose connections each send now and then. So a connection gives
+//! its empty buffers to this thread's stock when a read finds nothing to read
+//! ([`Connection::read_would_block`](super::Connection::read_would_block)), and the next
+//! connection on the same thread with something to read or write takes one from there: a
+//! few buffers, still warm in cache, serve all the connections of a thread, and the steady
+//! state allocates nothing.
 //!
 //! The stock is bounded in count and in the size of what it takes, so it holds at most
 //! [`MAX_BUFFERS`] × [`MAX_BUFFER`] bytes per thread, however many connections there are.
@@ -17,27 +20,37 @@ use std::cell::RefCell;
 
 use bytes::BytesMut;
 
-/// Buffers kept per thread at most.
+/// Buffers kept per thread and shelf at most.
 const MAX_BUFFERS: usize = 16;
 
 /// Larger buffers are freed, not kept.
 pub(super) const MAX_BUFFER: usize = 64 * 1024;
 
-thread_local! {
-    static STOCK: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+/// Which kind of buffer: each has its own shelf, so that a read never takes the output
+/// chunk a burst of replies then has to allocate again, nor the other way round (their
+/// sizes follow different rules).
+#[derive(Clone, Copy)]
+pub(super) enum Shelf {
+    /// Receive buffers.
+    Recv = 0,
+    /// Output chunks (small frames copied back to back).
+    Send = 1,
 }
 
-/// An empty buffer of at least `min` bytes from the stock: the last one given back, if it
-/// is large enough.
-pub(super) fn take(min: usize) -> Option<BytesMut> {
+thread_local! {
+    static STOCK: RefCell<[Vec<BytesMut>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
+}
+
+/// An empty buffer of at least `min` bytes from `shelf`: the one given back last of those
+/// large enough.
+#[inline]
+pub(super) fn take(shelf: Shelf, min: usize) -> Option<BytesMut> {
     // `try_with`: the thread-local may be gone while the thread shuts down.
     STOCK
         .try_with(|s| {
-            let mut s = s.borrow_mut();
-            match s.last() {
-                Some(b) if b.capacity() >= min => s.pop(),
-                _ => None,
-            }
+            let s = &mut s.borrow_mut()[shelf as usize];
+            let at = s.iter().rposition(|b| b.capacity() >= min)?;
+            Some(s.swap_remove(at))
         })
         .ok()
         .flatten()
@@ -46,8 +59,8 @@ pub(super) fn take(min: usize) -> Option<BytesMut> {
 /// Keeps `buf` for reuse if it is empty, owned by nobody else (a message split off it may
 /// still be alive: then it is dropped, and the message frees the memory), at most
 /// [`MAX_BUFFER`] counting its whole allocation, and the stock has room.
-pub(super) fn give(mut buf: BytesMut) {
-    if !buf.is_empty() {
+pub(super) fn give(shelf: Shelf, mut buf: BytesMut) {
+    if !buf.is_empty() || buf.capacity() == 0 {
         return;
     }
     // Rewind the empty view to the start of its allocation, so that what is kept (and
@@ -61,11 +74,34 @@ pub(super) fn give(mut buf: BytesMut) {
             Err(_) => return,
         }
     }
+    keep(shelf, buf);
+}
+
+/// [`give`] for a buffer the caller knows no `Bytes` shares (nothing was ever split off
+/// it, or only what [`give`] would have rewound over): no check, and no round trip through
+/// a shared handle, which for a view at the start of its allocation costs an allocation
+/// and a free.
+#[inline]
+pub(super) fn give_unshared(shelf: Shelf, mut buf: BytesMut) {
+    if !buf.is_empty() || buf.capacity() == 0 {
+        return;
+    }
+    // A view past the start of its allocation (bytes consumed from its front) is rewound;
+    // one at the start already stays as it is.
+    let cap = buf.capacity();
+    let _ = buf.try_reclaim(cap + 1);
+    keep(shelf, buf);
+}
+
+/// Puts a whole, empty, unshared buffer in the stock, if it is small enough and the
+/// stock has room.
+#[inline]
+fn keep(shelf: Shelf, buf: BytesMut) {
     if buf.capacity() > MAX_BUFFER {
         return;
     }
     let _ = STOCK.try_with(|s| {
-        let mut s = s.borrow_mut();
+        let s = &mut s.borrow_mut()[shelf as usize];
         if s.len() < MAX_BUFFERS {
             s.push(buf);
         }
@@ -77,7 +113,7 @@ mod tests {
     use super::*;
 
     fn stock_len() -> usize {
-        STOCK.with(|s| s.borrow().len())
+        STOCK.with(|s| s.borrow()[Shelf::Recv as usize].len())
     }
 
     #[test]
@@ -87,8 +123,8 @@ mod tests {
         buf.extend_from_slice(&[1; 16 * 1024]);
         let message = buf.split_to(16 * 1024).freeze();
         drop(message);
-        give(buf);
-        let again = take(32 * 1024).expect("the buffer was stocked");
+        give(Shelf::Recv, buf);
+        let again = take(Shelf::Recv, 32 * 1024).expect("the buffer was stocked");
         assert_eq!(
             again.as_ptr(),
             ptr,
@@ -108,7 +144,7 @@ mod tests {
             buf.capacity() > 16 * 1024,
             "plenty of spare room in the view"
         );
-        give(buf);
+        give(Shelf::Recv, buf);
         assert_eq!(stock_len(), before);
         assert_eq!(&message[..], &[1; 100][..]);
     }
@@ -116,23 +152,23 @@ mod tests {
     #[test]
     fn a_buffer_too_large_or_not_empty_is_not_kept() {
         let before = stock_len();
-        give(BytesMut::with_capacity(MAX_BUFFER * 2));
+        give(Shelf::Recv, BytesMut::with_capacity(MAX_BUFFER * 2));
         let mut full = BytesMut::with_capacity(1024);
         full.extend_from_slice(b"x");
-        give(full);
+        give(Shelf::Recv, full);
         assert_eq!(stock_len(), before);
     }
 
     #[test]
     fn take_wants_a_large_enough_buffer_and_the_stock_is_bounded() {
-        while take(0).is_some() {}
-        give(BytesMut::with_capacity(1024));
-        assert!(take(4096).is_none(), "too small for the read");
-        assert!(take(1024).is_some());
+        while take(Shelf::Recv, 0).is_some() {}
+        give(Shelf::Recv, BytesMut::with_capacity(1024));
+        assert!(take(Shelf::Recv, 4096).is_none(), "too small for the read");
+        assert!(take(Shelf::Recv, 1024).is_some());
         for _ in 0..MAX_BUFFERS * 2 {
-            give(BytesMut::with_capacity(1024));
+            give(Shelf::Recv, BytesMut::with_capacity(1024));
         }
         assert_eq!(stock_len(), MAX_BUFFERS);
-        while take(0).is_some() {}
+        while take(Shelf::Recv, 0).is_some() {}
     }
 }

@@ -14,9 +14,16 @@
 //! | memory | buffers are held | the last bytes received | 250 ms | the empty buffers are given back |
 //! | going away | open, the shutdown signal given (`Config::shutdown`) | the signal | at once | close 1001 queued behind the output |
 //!
-//! The memory timer keeps a busy connection's receive buffer and output chunk from one
-//! message to the next (no allocation per message) and gives them back once it has been
-//! quiet for a moment, so an idle connection holds only its fixed state.
+//! A busy connection keeps its receive buffer and output chunk from one message to the
+//! next (no allocation per message), and the memory timer gives them back once it has been
+//! quiet for a moment, so an idle connection holds only its fixed state. A connection
+//! whose bytes come after a quiet spell of [`QUIET_GAP`] or more (one that sends now and
+//! then, as most of a server's many connections do) never arms that timer: under an IO
+//! layer that reports reads that would block
+//! ([`Connection::read_would_block`]), it gives its buffers to the thread's stock as soon
+//! as it has nothing more to read, and the next read takes one from there. Arming the
+//! timer, having it fire and freeing the buffers, then allocating them again, cost such a
+//! connection more than all the rest of an echo (callgrind).
 //!
 //! Keepalive and pong count any received byte as a sign of life, so a peer sending one
 //! large frame over a slow link is not taken for dead (the IO layers read while a send
@@ -43,11 +50,21 @@ pub(super) const PROGRESS_BYTES: usize = 64 * 1024;
 /// A connection quiet this long gives its empty buffers back.
 pub(super) const IDLE_RELEASE: Duration = Duration::from_millis(250);
 
+/// Bytes that arrive this long or longer after the ones before come to a quiet connection:
+/// it gives its buffers to the thread's stock as soon as a read finds nothing more
+/// ([`Connection::read_would_block`]), rather than keeping them for a next message that
+/// is not coming soon. Well under [`IDLE_RELEASE`], so that a connection sending a few
+/// messages a second never arms the memory timer; well over the gaps of a busy one, which
+/// keeps its buffers from one message to the next.
+pub(super) const QUIET_GAP: Duration = Duration::from_millis(20);
+
 /// The timers' state: when things last happened.
 #[derive(Clone, Debug)]
 pub(super) struct Timers {
     /// The last time bytes arrived.
     pub(super) last_rx: Instant,
+    /// Those bytes came [`QUIET_GAP`] or more after the ones before.
+    pub(super) after_quiet: bool,
     /// The last progress (a complete frame, or `PROGRESS_BYTES` of input).
     pub(super) last_progress: Instant,
     /// Bytes received since the last progress.
@@ -66,6 +83,7 @@ impl Timers {
     pub(super) fn new(now: Instant) -> Self {
         Timers {
             last_rx: now,
+            after_quiet: true,
             last_progress: now,
             since_progress: 0,
             ping_sent_at: None,
@@ -195,6 +213,7 @@ impl Connection {
     pub(super) fn note_bytes(&mut self, now: Instant, n: usize) {
         self.now = now;
         let t = &mut self.timers;
+        t.after_quiet = now >= t.last_rx + QUIET_GAP;
         t.last_rx = now;
         t.ping_sent_at = None;
         t.since_progress += n;
