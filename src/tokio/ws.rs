@@ -31,7 +31,11 @@ macro_rules! receiving {
             ///
             /// Receiving also writes: pongs and the close echo go out as the frames arrive,
             /// and messages queued with `feed` or `try_send` are written when the receive
-            /// would otherwise wait. The keepalive, idle and close timers run here too, so
+            /// would otherwise wait. The peer's close is handed over only after its answer
+            /// (and what was queued before it) was written and flushed as far as the socket
+            /// takes it without waiting, so a program that stops at the `Close` and drops
+            /// the socket has sent the answer; a socket that was full then leaves the rest
+            /// queued, and the split halves try once more, without waiting, when dropped. The keepalive, idle and close timers run here too, so
             /// keep a receive pending on an open connection.
             ///
             /// # Errors
@@ -809,6 +813,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
                 wr,
                 reader: true,
             }),
+            write_on_drop: Inner::write_on_drop,
             combined: Waker::from(wakers.clone()),
             wakers,
             subprotocol: self.subprotocol,

@@ -108,8 +108,19 @@ pub(super) struct Inner<S> {
     pub(super) reader: bool,
 }
 
+impl<S: AsyncRead + AsyncWrite + Unpin> Inner<S> {
+    /// See [`Shared::write_on_drop`].
+    pub(super) fn write_on_drop(&mut self) {
+        self.engine.write_on_drop(Pin::new(&mut self.wr));
+    }
+}
+
 pub(super) struct Shared<S> {
     pub(super) inner: Mutex<Inner<S>>,
+    /// [`Inner::write_on_drop`], for the halves' `Drop` (which cannot name the bounds
+    /// that writing needs): when a half is dropped with our close still queued (the
+    /// answer to the peer's), one more write without waiting.
+    pub(super) write_on_drop: fn(&mut Inner<S>),
     pub(super) wakers: Arc<WakerPair>,
     /// A waker for [`WakerPair`], made once.
     pub(super) combined: Waker,
@@ -345,9 +356,17 @@ impl<S> Drop for ReadHalf<S> {
         inner.reader = false;
         // What a batch of this half did not hand out goes back to the connection.
         self.batch.give_back(&mut inner.engine.conn);
+        (self.shared.write_on_drop)(&mut inner);
         drop(inner);
         // A writing half waiting for the socket now reads in that wait too.
         WakerPair::wake_slot(&self.shared.wakers.writer);
+    }
+}
+
+impl<S> Drop for WriteHalf<S> {
+    fn drop(&mut self) {
+        let mut inner = self.shared.lock();
+        (self.shared.write_on_drop)(&mut inner);
     }
 }
 
