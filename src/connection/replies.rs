@@ -189,7 +189,7 @@ impl Connection {
                 fin: true,
             } if runs => {
                 let msg = crate::message::MessageRef::from_data(*kind, &first[at.clone()]);
-                Batch::with_run(msg, rest, rules, &mut self.rx_pending)
+                Batch::with_run(msg, rest, rules, &mut self.rx_pending, &mut self.rx_decoded)
             }
             Raw::Data {
                 kind,
