@@ -70,10 +70,11 @@ async fn recv_answers_the_close_before_handing_it_over() {
 
 #[tokio::test]
 async fn the_stream_answers_the_close_before_handing_it_over() {
-    let code = close_answer(|mut ws| async move {
-        while let Some(Ok(Message::Text(_))) = ws.next().await {}
-    })
-    .await;
+    let code =
+        close_answer(
+            |mut ws| async move { while let Some(Ok(Message::Text(_))) = ws.next().await {} },
+        )
+        .await;
     assert_eq!(code, Some(CODE));
 }
 

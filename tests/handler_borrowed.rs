@@ -323,11 +323,13 @@ struct Flood<const B: bool> {
 impl<const B: bool> Handler for Flood<B> {
     const BORROWED: bool = B;
     fn on_message(&mut self, socket: &mut Socket<'_>, _: rapidws::tokio::Message) {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         socket.send_binary(self.reply.clone());
     }
     fn on_message_ref(&mut self, socket: &mut Socket<'_>, _: MessageRef<'_>) {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         socket.send_binary(self.reply.clone());
     }
 }

@@ -186,10 +186,9 @@ where
     loop {
         while ws.try_send(Message::Binary(chunk.clone())).is_ok() {}
         let mut flush = std::pin::pin!(ws.flush());
-        let pending = std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(flush.as_mut().poll(cx).is_pending())
-        })
-        .await;
+        let pending =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(flush.as_mut().poll(cx).is_pending()))
+                .await;
         if pending {
             return;
         }
@@ -206,9 +205,8 @@ async fn polls_of_a_waiting_send(futures_split: bool) -> usize {
 
     const MESSAGES: usize = 500;
     let (l, addr) = listener().await;
-    let config = ServerConfig::default().with_connection(
-        rapidws::tokio::Config::default().with_send_queue_high_water(64 << 10),
-    );
+    let config = ServerConfig::default()
+        .with_connection(rapidws::tokio::Config::default().with_send_queue_high_water(64 << 10));
     let (waiting, waiting_rx) = tokio::sync::oneshot::channel();
     // The server says when it got each message: the client sends the next only then, so
     // that every message is a read of its own.
@@ -289,7 +287,9 @@ async fn polls_of_a_waiting_send(futures_split: bool) -> usize {
         .unwrap();
     waiting_rx.await.unwrap();
     for i in 0..MESSAGES {
-        ws.send(Message::text(format!("message {i}"))).await.unwrap();
+        ws.send(Message::text(format!("message {i}")))
+            .await
+            .unwrap();
         got_rx.recv().await.unwrap();
     }
     let polls = bounded(server).await.unwrap();

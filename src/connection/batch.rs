@@ -195,6 +195,14 @@ impl Connection {
         Batch::one(self.raw_ref(&raw))
     }
 
+    /// Masks again, as they arrived, the whole messages at the front of `frames` that a
+    /// batch of this connection decoded in place and did not hand out (a split half's
+    /// batch, moved out of the connection: [`frame::remask`] with this connection's rules).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn remask(&self, frames: &mut [u8]) {
+        frame::remask(frames, &self.decoder.batch_rules());
+    }
+
     /// At the call after a batch: the messages its run decoded (unmasked in place) and
     /// did not hand out, `rx_pending..rx_decoded`, go back to how they arrived, so that
     /// the next receive decodes them once, as if the batch had never reached them; the

@@ -20,8 +20,6 @@ pub(crate) struct HalfBatch {
     /// How much of the run the batch decoded (unmasked in place), handed out or not: kept
     /// as it goes, so a leaked batch leaves it right too.
     decoded: usize,
-    /// The run's rules, to mask again what was decoded and not handed out.
-    rules: Option<rapidws_simd::frame::Rules>,
 }
 
 /// What one poll of [`ReadHalf::recv_batch`] got under the lock.
@@ -56,7 +54,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
                 let b = &mut self.batch;
                 b.run = d.run.clone();
                 b.consumed = 0;
-                b.rules = Some(d.rules);
                 let (front, rest) = b.buf.split_at_mut(d.run.start);
                 let first = MessageRef::from_data(d.kind, &front[d.first]);
                 Batch::with_run(
@@ -93,15 +90,12 @@ impl HalfBatch {
         if at < self.run.end {
             // What the batch decoded and did not hand out goes back as it arrived first.
             let decoded = (self.run.start + self.decoded).clamp(at, self.run.end);
-            if let Some(rules) = &self.rules {
-                rapidws_simd::frame::remask(&mut self.buf[at..decoded], rules);
-            }
+            conn.remask(&mut self.buf[at..decoded]);
             conn.unread(&self.buf[at..self.run.end]);
         }
         self.run = 0..0;
         self.consumed = 0;
         self.decoded = 0;
-        self.rules = None;
         if self.buf.capacity() > RETAIN {
             self.buf = BytesMut::new();
         }
