@@ -289,8 +289,10 @@ pub trait Handler: Send + 'static {
     /// reference count per message. The whole messages of one read are decoded together
     /// by the batch kernel and lent one call after another; replies sent with
     /// [`Socket::send_ref`] (or any send) are framed straight into the output queue, and
-    /// leave together once nothing more is buffered. The default makes a [`Message`] of it
-    /// (a copy) for [`on_message`](Self::on_message).
+    /// leave together once nothing more is buffered. A callback after which the send queue
+    /// is past its high-water mark ends the run: the rest of the read's messages are lent
+    /// once the queue is back under it, as owned messages are received. The default makes
+    /// a [`Message`] of it (a copy) for [`on_message`](Self::on_message).
     ///
     /// ```
     /// use rapidws::handler::{Handler, Socket};
@@ -378,8 +380,9 @@ fn call<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
 
 /// Lends the data message `raw` and every whole message buffered after it to
 /// [`Handler::on_message_ref`], one call after another, with panics caught; the batch
-/// stops at the first callback that closes or whose send failed (the messages not lent
-/// stay buffered). Messages that cannot be lent (chunk delivery's inflated scratch) go
+/// stops at the first callback that closes, whose send failed, or after which the send
+/// queue is past its high-water mark (the messages not lent stay buffered: the next
+/// is received once the queue is back under the mark, as with owned messages). Messages that cannot be lent (chunk delivery's inflated scratch) go
 /// to it owned.
 fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
     ws: &mut WebSocket<S>,
@@ -398,6 +401,11 @@ fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
             for msg in batch {
                 handler.on_message_ref(&mut socket, msg);
                 if socket.sent.close.is_some() || socket.sent.error.is_some() {
+                    break;
+                }
+                if let Sink::Replies(replies) = &socket.sink
+                    && !replies.has_room()
+                {
                     break;
                 }
             }

@@ -132,6 +132,32 @@ impl Message {
         }
     }
 
+    /// The payload as text, borrowed, as tungstenite's `to_text` reads it: a text
+    /// message's text; a binary, ping or pong payload when it is UTF-8 (the error says
+    /// where it is not); a close frame's reason (`""` without one). [`as_text`](Self::as_text)
+    /// is `Some` for text messages only.
+    ///
+    /// ```
+    /// use rapidws::{CloseFrame, Message};
+    ///
+    /// assert_eq!(Message::text("hi").to_text(), Ok("hi"));
+    /// assert_eq!(Message::binary(&b"{}"[..]).to_text(), Ok("{}"));
+    /// assert_eq!(Message::binary(vec![b'o', b'k', 0xff]).to_text().unwrap_err().valid_up_to(), 2);
+    /// assert_eq!(Message::Close(Some(CloseFrame::new(1000, "bye"))).to_text(), Ok("bye"));
+    /// assert_eq!(Message::Close(None).to_text(), Ok(""));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Utf8Error`](core::str::Utf8Error) when a binary, ping or pong payload is not UTF-8.
+    pub fn to_text(&self) -> Result<&str, core::str::Utf8Error> {
+        match self {
+            Message::Text(t) => Ok(t.as_str()),
+            Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => core::str::from_utf8(b),
+            Message::Close(c) => Ok(c.as_ref().map_or("", |c| c.reason.as_str())),
+        }
+    }
+
     /// The payload's bytes, whatever the kind (for a close frame: the reason).
     pub fn as_bytes(&self) -> &[u8] {
         match self {
@@ -449,6 +475,18 @@ mod tests {
             assert_eq!(answers.to_vec(), expected, "{r:?}");
             assert_eq!(&Message::from(r), m);
         }
+    }
+
+    #[test]
+    fn to_text_reads_every_payload_as_tungstenite_does() {
+        assert_eq!(Message::text("x").to_text(), Ok("x"));
+        assert_eq!(Message::binary(&b"x"[..]).to_text(), Ok("x"));
+        assert_eq!(Message::Ping(Bytes::from_static(b"p")).to_text(), Ok("p"));
+        assert_eq!(Message::Pong(Bytes::from_static(b"q")).to_text(), Ok("q"));
+        assert!(Message::binary(vec![0xc3]).to_text().is_err());
+        let close = Message::Close(Some(CloseFrame::new(1000, "done")));
+        assert_eq!(close.to_text(), Ok("done"));
+        assert_eq!(Message::Close(None).to_text(), Ok(""));
     }
 
     #[test]

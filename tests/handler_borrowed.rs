@@ -312,3 +312,77 @@ fn owned_handlers_are_unchanged_by_the_borrowed_path() {
     server.join().unwrap();
     assert_eq!(log.lock().unwrap().len(), 3);
 }
+
+/// A handler that answers every message with 256 KiB, counting its callbacks: borrowed
+/// (`B`) or owned.
+struct Flood<const B: bool> {
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+    reply: bytes::Bytes,
+}
+
+impl<const B: bool> Handler for Flood<B> {
+    const BORROWED: bool = B;
+    fn on_message(&mut self, socket: &mut Socket<'_>, _: rapidws::tokio::Message) {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        socket.send_binary(self.reply.clone());
+    }
+    fn on_message_ref(&mut self, socket: &mut Socket<'_>, _: MessageRef<'_>) {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        socket.send_binary(self.reply.clone());
+    }
+}
+
+/// How many callbacks a [`Flood`] handler ran for a raw peer that writes 400 tiny frames
+/// in one write and never reads. The server's send timeout (1 s: the peer never reads)
+/// ends the connection, and with it the count; no time is measured.
+fn flood_calls<const B: bool>() -> usize {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let handler = Flood::<B> {
+        calls: calls.clone(),
+        reply: bytes::Bytes::from(vec![1u8; 256 << 10]),
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            listener.set_nonblocking(true).unwrap();
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let (s, _) = listener.accept().await.unwrap();
+            let mut config = ServerConfig::default();
+            config.connection.send_timeout = Some(Duration::from_secs(1));
+            let ws = rapidws::tokio::accept(s, &config).await.unwrap();
+            let mut h = handler;
+            handler::run(ws, &mut h).await
+        })
+    });
+    let mut c = Client::connect(addr);
+    for _ in 0..400 {
+        c.conn.send_text("x").unwrap();
+    }
+    c.flush();
+    // Never read; the server ends the connection when its send times out.
+    let ended = server.join().unwrap();
+    assert!(ended.is_err(), "{ended:?}");
+    drop(c);
+    calls.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn a_borrowed_batch_stops_at_the_send_queues_high_water_mark() {
+    let owned = flood_calls::<false>();
+    let borrowed = flood_calls::<true>();
+    // The owned handler stops receiving once the queue is past its mark (256 KiB) and the
+    // socket is full: a few replies' worth. The borrowed one stops its batch there too,
+    // not after every message of the read.
+    assert!(owned < 100, "owned: {owned} callbacks");
+    assert!(
+        borrowed <= owned + 8,
+        "borrowed: {borrowed} callbacks, owned: {owned}"
+    );
+}

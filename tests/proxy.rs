@@ -394,7 +394,8 @@ async fn silent_proxy_is_a_connect_timeout() {
             matches!(err, Error::Timeout(Timeout::Connect)),
             "{kind}: {err:?}"
         );
-        assert!(start.elapsed() < Duration::from_secs(3), "{kind}");
+        // Below the default connect timeout (10 s): the configured 500 ms ended it.
+        assert!(start.elapsed() < Duration::from_secs(8), "{kind}");
     }
 }
 
@@ -803,7 +804,8 @@ mod blocking_client {
         .await
         .unwrap();
         assert!(err.is_would_block(), "{err:?}");
-        assert!(start.elapsed() < Duration::from_secs(3));
+        // Below the default connect timeout (10 s): the configured 500 ms ended it.
+        assert!(start.elapsed() < Duration::from_secs(8));
     }
 }
 

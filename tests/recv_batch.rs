@@ -193,6 +193,46 @@ fn a_batch_dropped_early_leaves_the_rest_as_it_arrived() {
     }
 }
 
+/// Takes the first `k` messages of `b` (at least one), then leaks it (`mem::forget`, safe
+/// code): no drop runs, and the connection must still know which messages the batch
+/// decoded in place and did not hand out.
+fn take_and_forget(mut b: rapidws::connection::Batch<'_>, k: usize, seen: &mut Vec<Got>) {
+    for _ in 0..k.max(1) {
+        match b.next() {
+            Some(m) => seen.push(got(m)),
+            None => break,
+        }
+    }
+    std::mem::forget(b);
+}
+
+/// The messages of [`stream`] and the client's close with 1000 "done", on the wire.
+fn stream_then_close(seed: u64) -> Vec<u8> {
+    let mut wire = stream(Role::Server, seed, false);
+    let mut c = Connection::new(Role::Client, Config::default(), Instant::now());
+    c.close(Instant::now(), CloseCode::NORMAL, "done").unwrap();
+    c.write_pending(&mut wire);
+    wire
+}
+
+#[test]
+fn a_batch_leaked_mid_round_leaves_the_rest_as_it_arrived() {
+    for role in [Role::Server, Role::Client] {
+        let wire = stream(role, 7, false);
+        let (want, _) = receive(role, &wire, &mut Rng(1), false);
+        let now = Instant::now();
+        let mut conn = Connection::new(role, Config::default(), now);
+        conn.handle_bytes(now, &wire);
+        let mut seen = Vec::new();
+        let mut k = 0;
+        while let Some(b) = conn.poll_batch() {
+            k = (k + 1) % 4;
+            take_and_forget(b.unwrap(), k, &mut seen);
+        }
+        assert_eq!(seen, want, "{role:?}");
+    }
+}
+
 #[test]
 fn chunk_delivery_and_deflate_take_the_usual_path() {
     // With chunk delivery a batch is one event; messages keep coming whole.
@@ -263,13 +303,58 @@ fn a_batch_allocates_nothing_per_message() {
 mod tokio_layer {
     use super::*;
     use rapidws::tokio::WebSocket;
-    use tokio::io::{AsyncWriteExt, duplex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn a_batch_leaked_mid_round_leaves_the_rest_as_it_arrived() {
+        for split in [false, true] {
+            let wire = stream_then_close(13);
+            let (want, _) = receive(Role::Server, &wire, &mut Rng(5), false);
+            runtime().block_on(async {
+                let (mut peer, io) = duplex(1 << 20);
+                let ws = WebSocket::from_raw(io, Role::Server, &Config::default(), &[]);
+                let writer = tokio::spawn(async move {
+                    peer.write_all(&wire).await.unwrap();
+                    let mut sink = Vec::new();
+                    let _ = peer.read_to_end(&mut sink).await;
+                });
+                let mut seen = Vec::new();
+                let mut k = 0;
+                macro_rules! receive_all {
+                    ($ws:expr) => {
+                        loop {
+                            match $ws.recv_batch().await {
+                                Ok(Some(b)) => {
+                                    k = (k + 1) % 4;
+                                    take_and_forget(b, k, &mut seen);
+                                }
+                                Ok(None) => break,
+                                Err(e) => {
+                                    seen.push(Got::Error(code(&e)));
+                                    break;
+                                }
+                            }
+                        }
+                    };
+                }
+                if split {
+                    let (mut rd, _wr) = ws.into_split();
+                    receive_all!(rd);
+                } else {
+                    let mut ws = ws;
+                    receive_all!(ws);
+                }
+                writer.await.unwrap();
+                assert_eq!(seen, want, "split {split}");
+            });
+        }
     }
 
     #[test]
@@ -422,6 +507,39 @@ mod blocking_layer {
     use rapidws::blocking::WebSocket;
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn a_read_batch_leaked_mid_round_leaves_the_rest_as_it_arrived() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let wire = stream_then_close(13);
+        let (want, _) = receive(Role::Server, &wire, &mut Rng(5), false);
+        let writer = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&wire).unwrap();
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut s, &mut sink);
+        });
+        let (sock, _) = listener.accept().unwrap();
+        let mut ws = WebSocket::from_raw(sock, Role::Server, &Config::default(), &[]);
+        let mut seen = Vec::new();
+        let mut k = 0;
+        loop {
+            match ws.read_batch() {
+                Ok(Some(b)) => {
+                    k = (k + 1) % 4;
+                    take_and_forget(b, k, &mut seen);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    seen.push(Got::Error(code(&e)));
+                    break;
+                }
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(seen, want);
+    }
 
     #[test]
     fn read_batch_lends_every_message_and_reports_the_close() {

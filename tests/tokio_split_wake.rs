@@ -9,8 +9,9 @@ use rapidws::PreparedMessage;
 use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
 use tokio_support::*;
 
-/// Far below the keepalive (30 s), the only other thing that would wake a silent reader.
-const PROMPT: Duration = Duration::from_secs(3);
+/// Half the keepalive (30 s), the only other thing that would wake a silent reader: a
+/// bound that a starved machine meets, not a measure of speed.
+const PROMPT: Duration = Duration::from_secs(15);
 
 async fn queued_from_another_task_leaves_promptly(prepared: bool) {
     let (l, addr) = listener().await;
@@ -152,4 +153,158 @@ async fn halves_of_different_connections_do_not_reunite() {
         );
         bounded(ws.close(1000, "")).await.unwrap();
     }
+}
+
+/// A future that counts its polls, and says when it was first polled.
+struct Counted<F> {
+    fut: std::pin::Pin<Box<F>>,
+    polls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    first: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl<F: std::future::Future> std::future::Future for Counted<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.polls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(first) = self.first.take() {
+            let _ = first.send(());
+        }
+        self.fut.as_mut().poll(cx)
+    }
+}
+
+/// Queues and writes until the socket takes no more (the client does not read) and the
+/// queue is full.
+async fn saturate<S>(ws: &mut rapidws::tokio::WebSocket<S>, chunk: &bytes::Bytes)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    loop {
+        while ws.try_send(Message::Binary(chunk.clone())).is_ok() {}
+        let mut flush = std::pin::pin!(ws.flush());
+        let pending =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(flush.as_mut().poll(cx).is_pending()))
+                .await;
+        if pending {
+            return;
+        }
+    }
+}
+
+/// How often a send waiting for room in a full queue (the peer never reads) was polled
+/// while the receiving task got 500 messages, on `into_split` halves or, with
+/// `futures_split`, on `futures`' `StreamExt::split` halves.
+async fn polls_of_a_waiting_send(futures_split: bool) -> usize {
+    use futures_util::{SinkExt, StreamExt};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const MESSAGES: usize = 500;
+    let (l, addr) = listener().await;
+    let config = ServerConfig::default()
+        .with_connection(rapidws::tokio::Config::default().with_send_queue_high_water(64 << 10));
+    let (waiting, waiting_rx) = tokio::sync::oneshot::channel();
+    // The server says when it got each message: the client sends the next only then, so
+    // that every message is a read of its own.
+    let (got, mut got_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let mut ws = accept(s, &config).await.unwrap();
+        let chunk = bytes::Bytes::from(vec![7u8; 16 << 10]);
+        saturate(&mut ws, &chunk).await;
+        let polls = Arc::new(AtomicUsize::new(0));
+        let (first, first_rx) = tokio::sync::oneshot::channel();
+        let counted = polls.clone();
+        let msg = Message::Binary(chunk);
+        let received = if futures_split {
+            let (mut sink, mut stream) = ws.split();
+            let sender = tokio::spawn(async move {
+                let fut = Box::pin(async move {
+                    let _ = sink.send(msg).await;
+                    sink
+                });
+                Counted {
+                    fut,
+                    polls: counted,
+                    first: Some(first),
+                }
+                .await
+            });
+            first_rx.await.unwrap();
+            waiting.send(()).unwrap();
+            let mut received = 0;
+            while received < MESSAGES {
+                match stream.next().await {
+                    Some(Ok(Message::Text(_))) => {
+                        received += 1;
+                        let _ = got.send(());
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            sender.abort();
+            received
+        } else {
+            let (mut rd, mut wr) = ws.into_split();
+            let sender = tokio::spawn(async move {
+                let fut = Box::pin(async move {
+                    let _ = wr.send(msg).await;
+                    wr
+                });
+                Counted {
+                    fut,
+                    polls: counted,
+                    first: Some(first),
+                }
+                .await
+            });
+            first_rx.await.unwrap();
+            waiting.send(()).unwrap();
+            let mut received = 0;
+            while received < MESSAGES {
+                match rd.recv().await {
+                    Ok(Some(Message::Text(_))) => {
+                        received += 1;
+                        let _ = got.send(());
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            sender.abort();
+            received
+        };
+        assert_eq!(received, MESSAGES);
+        polls.load(Ordering::Relaxed)
+    });
+    // A client that sends 500 messages, each once the one before it was received, and
+    // never reads.
+    let mut ws = connect(&format!("ws://{addr}/"), &ClientConfig::default())
+        .await
+        .unwrap();
+    waiting_rx.await.unwrap();
+    for i in 0..MESSAGES {
+        ws.send(Message::text(format!("message {i}")))
+            .await
+            .unwrap();
+        got_rx.recv().await.unwrap();
+    }
+    let polls = bounded(server).await.unwrap();
+    drop(ws);
+    polls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_waiting_for_room_on_split_halves_is_not_woken_by_every_read() {
+    let polls = polls_of_a_waiting_send(false).await;
+    assert!(polls < 20, "the waiting send was polled {polls} times");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_waiting_for_room_on_futures_split_halves_is_not_woken_by_every_read() {
+    let polls = polls_of_a_waiting_send(true).await;
+    assert!(polls < 20, "the waiting send was polled {polls} times");
 }

@@ -219,7 +219,9 @@ impl<'a> Data<'a> {
 ///
 /// Dropped before its end, a run leaves the messages it decoded and did not hand out
 /// as they arrived (masked again), so the buffer from [`consumed`](Self::consumed) on
-/// can be decoded again by anyone.
+/// can be decoded again by anyone; unless [`keep_decoded`](Self::keep_decoded) was
+/// called: then its owner, which kept [`decoded`](Self::decoded), puts them back with
+/// [`remask`] (a run that is leaked, `mem::forget`, is never dropped).
 pub struct Run<'a> {
     /// The buffer the run was made from, borrowed exclusively for `'a`: the messages
     /// handed out (`..pos`) are lent from it shared, the rest (`pos..`) is only ever
@@ -235,6 +237,8 @@ pub struct Run<'a> {
     end: Option<End>,
     rules: Rules,
     backend: Option<Backend>,
+    /// Leave `pos..decoded` decoded when dropped ([`Run::keep_decoded`]).
+    keep: bool,
     _buf: core::marker::PhantomData<&'a mut [u8]>,
 }
 
@@ -254,7 +258,32 @@ pub fn run(buf: &mut [u8], rules: Rules) -> Run<'_> {
         end: None,
         rules,
         backend: None,
+        keep: false,
         _buf: core::marker::PhantomData,
+    }
+}
+
+/// Puts the whole messages at the front of `buf`, decoded (unmasked) by a [`Run`] and not
+/// handed out, back as they arrived: masked again with the keys in their headers. For
+/// the owner of a run that [keeps](Run::keep_decoded) what it decoded: `buf` is the
+/// run's buffer from [`consumed`](Run::consumed) to [`decoded`](Run::decoded). Nothing to
+/// do for unmasked frames (`rules.masked` false).
+pub fn remask(buf: &mut [u8], rules: &Rules) {
+    if !rules.masked {
+        return;
+    }
+    let n = buf.len();
+    let mut pos = 0;
+    while pos < n {
+        let Ok(s) = batch::simple_at(&buf[pos..], rules) else {
+            break;
+        };
+        let start = pos + s.header_len;
+        let Some(payload) = buf.get_mut(start..start + s.payload_len) else {
+            break;
+        };
+        crate::scalar::mask(payload, s.key);
+        pos = start + s.payload_len;
     }
 }
 
@@ -274,6 +303,23 @@ impl<'a> Run<'a> {
     #[inline]
     pub fn consumed(&self) -> usize {
         self.pos
+    }
+
+    /// Bytes of the messages decoded so far, handed out or not: those from
+    /// [`consumed`](Self::consumed) to here are unmasked in the buffer and not handed
+    /// out yet.
+    #[inline]
+    pub fn decoded(&self) -> usize {
+        self.decoded
+    }
+
+    /// From now on, a drop leaves the messages decoded and not handed out as they are
+    /// (unmasked): the run's owner keeps [`decoded`](Self::decoded) as the iteration goes
+    /// and puts them back with [`remask`] itself, so that a run that is never dropped
+    /// (leaked) does not leave them unmasked unbeknownst to it.
+    #[inline]
+    pub fn keep_decoded(&mut self) {
+        self.keep = true;
     }
 
     /// Why the run ended, once the iteration has returned `None`.
@@ -358,21 +404,12 @@ impl<'a> Iterator for Run<'a> {
 
 impl Drop for Run<'_> {
     fn drop(&mut self) {
-        if !self.rules.masked || self.decoded == self.pos {
+        if self.keep || !self.rules.masked || self.decoded == self.pos {
             return;
         }
         // Messages decoded and not handed out go back to how they arrived.
         let (n, rules) = (self.decoded - self.pos, self.rules);
-        let rest = &mut self.rest()[..n];
-        let mut pos = 0;
-        while pos < n {
-            let Ok(s) = batch::simple_at(&rest[pos..], &rules) else {
-                break;
-            };
-            let start = pos + s.header_len;
-            crate::scalar::mask(&mut rest[start..start + s.payload_len], s.key);
-            pos = start + s.payload_len;
-        }
+        remask(&mut self.rest()[..n], &rules);
     }
 }
 

@@ -21,7 +21,8 @@ use super::{Connection, Delivery, Error, Loc, Raw};
 /// lent with no allocation, copy or reference count per message. A control frame, a
 /// fragmented or compressed message or a partial frame ends the batch: the next receive
 /// hands it over the usual way. A batch dropped before its end leaves the messages it has
-/// not handed out to the next receive, as they arrived.
+/// not handed out to the next receive, as they arrived; so does a batch leaked with
+/// `std::mem::forget` (the connection, not the batch's drop, keeps what it decoded).
 ///
 /// ```
 /// use std::time::Instant;
@@ -54,6 +55,12 @@ pub struct Batch<'a> {
     /// Where the connection (or the split half) counts the bytes handed out: `base`
     /// plus what the run has handed out.
     pending: Option<&'a mut usize>,
+    /// Where it counts the bytes the run decoded (unmasked in place), handed out or
+    /// not, from the same `base`: kept as the iteration goes, not when the batch is
+    /// dropped, so that a batch leaked with `mem::forget` (safe code) leaves the owner
+    /// knowing which messages to put back as they arrived ([`frame::remask`]) rather
+    /// than unmasking them a second time.
+    decoded: Option<&'a mut usize>,
     base: usize,
 }
 
@@ -64,26 +71,36 @@ impl<'a> Batch<'a> {
             first: Some(msg),
             run: None,
             pending: None,
+            decoded: None,
             base: 0,
         }
     }
 
     /// `first`, then the whole messages at the front of `rest`; what the run hands out is
-    /// counted in `*pending`, from `base` on.
+    /// counted in `*pending`, and what it decoded in `*decoded`, from `base` (`*pending`
+    /// now) on. The owner puts the messages decoded and not handed out back
+    /// ([`frame::remask`]) at its next call.
     pub(crate) fn with_run(
         first: MessageRef<'a>,
         rest: &'a mut [u8],
         rules: frame::Rules,
         pending: &'a mut usize,
+        decoded: &'a mut usize,
     ) -> Batch<'a> {
         let base = *pending;
+        *decoded = base;
         // Fewer than two bytes hold no frame: no run to start (one message a read, as
         // an echo's, costs no call of the kernel).
-        let run = (rest.len() >= 2).then(|| frame::run(rest, rules));
+        let run = (rest.len() >= 2).then(|| {
+            let mut run = frame::run(rest, rules);
+            run.keep_decoded();
+            run
+        });
         Batch {
             first: Some(first),
             run,
             pending: Some(pending),
+            decoded: Some(decoded),
             base,
         }
     }
@@ -101,6 +118,9 @@ impl<'a> Iterator for Batch<'a> {
         let data = run.next()?;
         if let Some(p) = self.pending.as_deref_mut() {
             *p = self.base + run.consumed();
+        }
+        if let Some(d) = self.decoded.as_deref_mut() {
+            *d = self.base + run.decoded();
         }
         Some(match data {
             Data::Text(t) => MessageRef::Text(t),
@@ -164,9 +184,36 @@ impl Connection {
             let start = self.rx_read + self.rx_pending;
             let (front, rest) = self.rx.split_at_mut(start);
             let first = MessageRef::from_data(kind, &front[at]);
-            return Batch::with_run(first, rest, rules, &mut self.rx_pending);
+            return Batch::with_run(
+                first,
+                rest,
+                rules,
+                &mut self.rx_pending,
+                &mut self.rx_decoded,
+            );
         }
         Batch::one(self.raw_ref(&raw))
+    }
+
+    /// Masks again, as they arrived, the whole messages at the front of `frames` that a
+    /// batch of this connection decoded in place and did not hand out (a split half's
+    /// batch, moved out of the connection: [`frame::remask`] with this connection's rules).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn remask(&self, frames: &mut [u8]) {
+        frame::remask(frames, &self.decoder.batch_rules());
+    }
+
+    /// At the call after a batch: the messages its run decoded (unmasked in place) and
+    /// did not hand out, `rx_pending..rx_decoded`, go back to how they arrived, so that
+    /// the next receive decodes them once, as if the batch had never reached them; the
+    /// batch's own drop is not needed for this (it may have been leaked).
+    #[cold]
+    pub(super) fn remask_decoded(&mut self) {
+        let end = (self.rx_read + self.rx_decoded).min(self.rx.len());
+        let start = (self.rx_read + self.rx_pending).min(end);
+        self.rx_decoded = 0;
+        let rules = self.decoder.batch_rules();
+        frame::remask(&mut self.rx[start..end], &rules);
     }
 
     /// [`poll_short_next`](Self::poll_short_next) as an event, for a receive that lends

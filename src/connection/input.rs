@@ -283,6 +283,9 @@ impl Connection {
         // Called on every entry. The usual work, a frame lent from the receive buffer, is
         // a few additions here; the rest is rare.
         if self.rx_pending > 0 {
+            if self.rx_decoded != 0 {
+                self.remask_decoded();
+            }
             self.last_frame = self.rx_pending.min(u32::MAX as usize) as u32;
             self.consume_rx(self.rx_pending);
             self.rx_pending = 0;

@@ -168,6 +168,10 @@ pub struct Connection {
     rx_read: usize,
     /// Bytes after `rx_read` that the last event borrowed; released at the next call.
     rx_pending: usize,
+    /// Bytes after `rx_read` that the last batch's run decoded (unmasked in place), handed
+    /// out or not; past `rx_pending`, those it did not hand out, which the next call masks
+    /// again (`remask_decoded`). 0 when no batch ran.
+    rx_decoded: usize,
     /// `rx.len()` when the IO layer last got the buffer to read into: what
     /// `handle_received` finds past it arrived with that read.
     rx_mark: usize,
@@ -330,6 +334,7 @@ impl Connection {
             rx: BytesMut::new(),
             rx_read: 0,
             rx_pending: 0,
+            rx_decoded: 0,
             rx_mark: 0,
             read_size,
             read_offer: 0,

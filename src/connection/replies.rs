@@ -28,6 +28,8 @@ pub(crate) struct Replies<'a> {
     /// being copied into the queue.
     lone: Option<(&'a [u8], core::ops::Range<usize>)>,
     held: Option<(MessageKind, core::ops::Range<usize>)>,
+    /// [`Config::send_queue_high_water`](super::Config::send_queue_high_water).
+    high_water: usize,
 }
 
 /// [`Tx`]'s borrows, kept to make a `Tx` per frame.
@@ -123,6 +125,14 @@ impl Replies<'_> {
         self.lone = None;
     }
 
+    /// Whether the output queue is under its high-water mark: the batch lends no more
+    /// messages once it is not (the rest stay buffered for the receive that follows the
+    /// wait for room), as the owned handler receives no more.
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        self.tx.out.has_room(0, self.high_water)
+    }
+
     /// The reply held to be written from the receive buffer, if there is one: its kind and
     /// where it lies ([`Connection::lone_header`], then the bytes at that range).
     pub(crate) fn held(&self) -> Option<(MessageKind, core::ops::Range<usize>)> {
@@ -179,7 +189,7 @@ impl Connection {
                 fin: true,
             } if runs => {
                 let msg = crate::message::MessageRef::from_data(*kind, &first[at.clone()]);
-                Batch::with_run(msg, rest, rules, &mut self.rx_pending)
+                Batch::with_run(msg, rest, rules, &mut self.rx_pending, &mut self.rx_decoded)
             }
             Raw::Data {
                 kind,
@@ -213,6 +223,7 @@ impl Connection {
             in_progress,
             lone,
             held: None,
+            high_water: self.config.send_queue_high_water,
         };
         Some(f(batch, replies))
     }

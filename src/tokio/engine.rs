@@ -727,7 +727,9 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn try_recv_raw(&mut self, whole: bool) -> Result<Raw, Polled> {
         match self.conn.poll_raw(whole) {
-            Some(Ok(ev)) if !self.conn.has_control_output() => Ok(ev),
+            Some(Ok(ev)) if !self.conn.has_control_output() && !matches!(ev, Raw::Close(_)) => {
+                Ok(ev)
+            }
             polled => Err(Polled(polled)),
         }
     }
@@ -753,6 +755,11 @@ impl Engine {
     /// Hands over an event: pongs and the close echo leave first if the socket takes them,
     /// with the data queued with them (messages queued with `feed` otherwise wait for the
     /// receive that would block, to share one vectored write).
+    ///
+    /// The peer's close is handed over only after its answer was written (and flushed)
+    /// as far as the socket takes it now: the close echo is queued in order with the
+    /// data, not as a control frame, and an application that stops at the `Close` and
+    /// drops the socket would otherwise never send it.
     #[inline(always)]
     fn hand_over(
         &mut self,
@@ -765,7 +772,42 @@ impl Engine {
         {
             self.transport_failed(e);
         }
+        if let Raw::Close(_) = ev {
+            self.write_close_answer(cx, io);
+        }
         Poll::Ready(Ok(Some(ev)))
+    }
+
+    /// Writes what is queued up to and with the close answer, and flushes, as far as the
+    /// socket takes it without waiting (a pending write registers `cx` as every write
+    /// does; the next receive or flush writes the rest).
+    #[cold]
+    fn write_close_answer(&mut self, cx: &mut Context<'_>, io: &mut dyn Io) {
+        if !self.conn.has_pending_output() {
+            return;
+        }
+        match self.poll_drain(cx, io.wr()) {
+            Poll::Ready(Ok(())) => {
+                if let Poll::Ready(Err(e)) = io.wr().poll_flush(cx) {
+                    self.transport_failed(e);
+                }
+            }
+            Poll::Ready(Err(e)) => self.transport_failed(e),
+            Poll::Pending => {}
+        }
+    }
+
+    /// For the drop of a socket: when our close (the answer to the peer's, or our own) is
+    /// still queued, one more write of the queue, without waiting (a socket still full
+    /// takes nothing, and nothing waits for it), then a flush the same way.
+    pub(crate) fn write_on_drop(&mut self, mut wr: Pin<&mut (dyn AsyncWrite + Unpin + '_)>) {
+        if !self.conn.close_sent() || !self.conn.has_pending_output() || self.conn.is_done() {
+            return;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        if let Poll::Ready(Ok(())) = self.poll_write_queue(&mut cx, wr.as_mut()) {
+            let _ = wr.poll_flush(&mut cx);
+        }
     }
 
     /// A failure the connection reported (it is returned once its teardown is over).

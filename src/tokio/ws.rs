@@ -3,6 +3,7 @@
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker, ready};
 
@@ -31,7 +32,11 @@ macro_rules! receiving {
             ///
             /// Receiving also writes: pongs and the close echo go out as the frames arrive,
             /// and messages queued with `feed` or `try_send` are written when the receive
-            /// would otherwise wait. The keepalive, idle and close timers run here too, so
+            /// would otherwise wait. The peer's close is handed over only after its answer
+            /// (and what was queued before it) was written and flushed as far as the socket
+            /// takes it without waiting, so a program that stops at the `Close` and drops
+            /// the socket has sent the answer; a socket that was full then leaves the rest
+            /// queued, and the split halves try once more, without waiting, when dropped. The keepalive, idle and close timers run here too, so
             /// keep a receive pending on an open connection.
             ///
             /// # Errors
@@ -212,7 +217,7 @@ mod split;
 use fragments::copy_fragments;
 pub use fragments::{IncomingMessage, MessageWriter};
 pub use split::{HalfMessageWriter, ReadHalf, ReuniteError, WriteHalf};
-use split::{Inner, Lent, Shared, Task, WakerPair};
+use split::{Inner, Lent, ReadWaker, ReadsWaking, Shared, Task, WakerPair};
 
 /// A WebSocket connection over `S`, after the opening handshake, in either role.
 ///
@@ -269,8 +274,9 @@ pub struct WebSocket<S> {
     subprotocol: Option<String>,
     /// Made when the socket is first polled as a [`Stream`] or a [`Sink`]: from then on a
     /// receiving task and a sending task may poll it in turn (`futures`'
-    /// `StreamExt::split` puts it behind a lock shared by the two), and every wait of its
-    /// `Stream` and `Sink` polls registers a waker that wakes both (see [`WakerPair`]).
+    /// `StreamExt::split` puts it behind a lock shared by the two), and the waits of its
+    /// `Stream` and `Sink` polls register a waker that wakes both for the writes and the
+    /// timer, and one that wakes the reading task for the reads (see [`WakerPair`]).
     /// The inherent methods need `&mut self` across their awaits, so one task at a time
     /// polls them: they keep their own waker, at no cost.
     tasks: Option<Box<TwoTasks>>,
@@ -281,6 +287,9 @@ struct TwoTasks {
     wakers: Arc<WakerPair>,
     /// A waker for `wakers`, made once.
     combined: Waker,
+    /// A [`ReadWaker`] of `wakers`, made once: the socket's reads register it, so that
+    /// input wakes the task that reads, not a sending task waiting for room.
+    read_waker: Waker,
     /// The receiving task's waker as it is in `wakers` (only this socket's polls change
     /// it): a receive that polls with the same one again takes no lock.
     receiving: Option<Waker>,
@@ -381,12 +390,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         task: Task,
         cx: &mut Context<'_>,
-        f: impl FnOnce(&mut Engine, &mut S, &mut Context<'_>) -> Poll<T>,
+        f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
         // One call of `f`, so that it is inlined here (the usual case, one task, pays one
         // test).
-        let waker = match self.tasks.as_deref_mut() {
-            None => cx.waker(),
+        let (waker, read_waker) = match self.tasks.as_deref_mut() {
+            None => (cx.waker(), None),
             // The receiving task usually polls again at once, so its waker stays in the
             // pair when its poll is ready (a `next()` loop in one task then takes no lock
             // per message); the sending task's leaves, so a sender busy elsewhere is not
@@ -398,20 +407,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
                     .is_some_and(|w| w.will_wake(cx.waker()))
                 {
                     t.wakers.enter(task, cx.waker());
+                    t.wakers.set_receiving(true);
                     t.receiving = Some(cx.waker().clone());
                 }
-                &t.combined
+                (&t.combined, Some(&t.read_waker))
             }
             Some(t) => {
                 t.wakers.enter(task, cx.waker());
-                &t.combined
+                (&t.combined, Some(&t.read_waker))
             }
         };
-        let r = f(
-            &mut self.engine,
-            &mut self.io,
-            &mut Context::from_waker(waker),
-        );
+        let cx = &mut Context::from_waker(waker);
+        let r = match read_waker {
+            None => f(&mut self.engine, &mut self.io, cx),
+            Some(read_waker) => {
+                let mut io = ReadsWaking {
+                    io: &mut self.io,
+                    waker: read_waker,
+                };
+                f(&mut self.engine, &mut io, cx)
+            }
+        };
         if task == Task::Sending
             && r.is_ready()
             && let Some(t) = &self.tasks
@@ -433,6 +449,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             let wakers = Arc::new(WakerPair::default());
             self.tasks = Some(Box::new(TwoTasks {
                 combined: Waker::from(wakers.clone()),
+                read_waker: Waker::from(Arc::new(ReadWaker(wakers.clone()))),
                 wakers,
                 receiving: None,
             }));
@@ -802,6 +819,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     pub fn into_split(self) -> (ReadHalf<S>, WriteHalf<S>) {
         let (rd, wr) = tokio::io::split(self.io);
         let wakers = Arc::new(WakerPair::default());
+        wakers.set_receiving(true);
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 engine: self.engine,
@@ -809,7 +827,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
                 wr,
                 reader: true,
             }),
+            write_on_drop: Inner::write_on_drop,
             combined: Waker::from(wakers.clone()),
+            read_waker: Waker::from(Arc::new(ReadWaker(wakers.clone()))),
             wakers,
             subprotocol: self.subprotocol,
         });

@@ -17,6 +17,9 @@ pub(crate) struct HalfBatch {
     buf: BytesMut,
     run: core::ops::Range<usize>,
     consumed: usize,
+    /// How much of the run the batch decoded (unmasked in place), handed out or not: kept
+    /// as it goes, so a leaked batch leaves it right too.
+    decoded: usize,
 }
 
 /// What one poll of [`ReadHalf::recv_batch`] got under the lock.
@@ -53,7 +56,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
                 b.consumed = 0;
                 let (front, rest) = b.buf.split_at_mut(d.run.start);
                 let first = MessageRef::from_data(d.kind, &front[d.first]);
-                Batch::with_run(first, &mut rest[..d.run.len()], d.rules, &mut b.consumed)
+                Batch::with_run(
+                    first,
+                    &mut rest[..d.run.len()],
+                    d.rules,
+                    &mut b.consumed,
+                    &mut b.decoded,
+                )
             }
         }))
     }
@@ -79,10 +88,14 @@ impl HalfBatch {
     pub(super) fn give_back(&mut self, conn: &mut crate::connection::Connection) {
         let at = self.run.start + self.consumed;
         if at < self.run.end {
+            // What the batch decoded and did not hand out goes back as it arrived first.
+            let decoded = (self.run.start + self.decoded).clamp(at, self.run.end);
+            conn.remask(&mut self.buf[at..decoded]);
             conn.unread(&self.buf[at..self.run.end]);
         }
         self.run = 0..0;
         self.consumed = 0;
+        self.decoded = 0;
         if self.buf.capacity() > RETAIN {
             self.buf = BytesMut::new();
         }

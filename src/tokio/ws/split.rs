@@ -13,11 +13,14 @@ use super::*;
 /// The socket remembers one waker per direction, and the connection's timer one: whichever
 /// task polled last. Either task may read (a send that waits reads aside, so a pong to
 /// the keepalive is seen), write (a receive writes pongs and what was queued) and poll the
-/// timer; a wake-up registered by one and meant for the other would be lost. So every
-/// registration is made with the pair's own waker, which wakes whichever of the two waits
-/// now. A task's waker is kept while its poll is pending, and forgotten once it is
-/// ready, so a task busy elsewhere is not woken for nothing (a `WebSocket`'s receiving
-/// task keeps it: it polls again at once, and then needs no lock).
+/// timer; a wake-up registered by one and meant for the other would be lost. So the
+/// writes and the timer register the pair's own waker, which wakes whichever of the two
+/// waits now, and the reads a [`ReadWaker`], which wakes the task that reads (the
+/// receiving one, or the sending one once no task receives): a send waiting for room is
+/// not polled for every message that arrives. A task's waker is kept while its poll is
+/// pending, and forgotten once it is ready, so a task busy elsewhere is not woken for
+/// nothing (a `WebSocket`'s receiving task keeps it: it polls again at once, and then
+/// needs no lock).
 /// Which of the two tasks of a [`WakerPair`] polls.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Task {
@@ -29,6 +32,63 @@ pub(super) enum Task {
 pub(super) struct WakerPair {
     reader: Mutex<Option<Waker>>,
     writer: Mutex<Option<Waker>>,
+    /// A receiving task reads the socket (a [`ReadHalf`] lives; a `WebSocket`'s `Stream`
+    /// was polled): the socket's read wake-ups are its alone ([`ReadWaker`]). Otherwise
+    /// the sending task reads in its waits, and they are the sending task's.
+    receiving: AtomicBool,
+}
+
+/// The waker the socket's reads register, made once per [`WakerPair`]: it wakes the task
+/// that reads, not both. Input is what the receiving task waits for; a sending task
+/// that waits for room or a flush waits for the socket's write readiness and the timer
+/// (registered with the pair's own waker, which wakes both), and was polled, to no
+/// avail, for every message that arrived while it waited.
+pub(super) struct ReadWaker(pub(super) Arc<WakerPair>);
+
+impl Wake for ReadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let pair = &self.0;
+        if pair.receiving.load(Ordering::Acquire) {
+            WakerPair::wake_slot(&pair.reader);
+        } else {
+            WakerPair::wake_slot(&pair.writer);
+        }
+    }
+}
+
+/// The socket of a poll whose reads register `waker` (a [`ReadWaker`]) rather than the
+/// poll's context: its writes and everything else keep the context's.
+pub(super) struct ReadsWaking<'a> {
+    pub(super) io: &'a mut dyn Io,
+    pub(super) waker: &'a Waker,
+}
+
+impl Io for ReadsWaking<'_> {
+    fn rd(&mut self) -> Pin<&mut (dyn AsyncRead + Unpin + '_)> {
+        Pin::new(self)
+    }
+    fn wr(&mut self) -> Pin<&mut (dyn tokio::io::AsyncWrite + Unpin + '_)> {
+        self.io.wr()
+    }
+    fn reads(&self) -> bool {
+        self.io.reads()
+    }
+}
+
+impl AsyncRead for ReadsWaking<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.io
+            .rd()
+            .poll_read(&mut Context::from_waker(this.waker), buf)
+    }
 }
 
 impl WakerPair {
@@ -65,6 +125,11 @@ impl WakerPair {
             self.leave(task);
         }
         r
+    }
+
+    /// Whether a receiving task reads the socket (see [`ReadWaker`]).
+    pub(super) fn set_receiving(&self, receiving: bool) {
+        self.receiving.store(receiving, Ordering::Release);
     }
 
     /// `task` polls with `waker`: it is woken by the pair's waker until it
@@ -108,11 +173,24 @@ pub(super) struct Inner<S> {
     pub(super) reader: bool,
 }
 
+impl<S: AsyncRead + AsyncWrite + Unpin> Inner<S> {
+    /// See [`Shared::write_on_drop`].
+    pub(super) fn write_on_drop(&mut self) {
+        self.engine.write_on_drop(Pin::new(&mut self.wr));
+    }
+}
+
 pub(super) struct Shared<S> {
     pub(super) inner: Mutex<Inner<S>>,
+    /// [`Inner::write_on_drop`], for the halves' `Drop` (which cannot name the bounds
+    /// that writing needs): when a half is dropped with our close still queued (the
+    /// answer to the peer's), one more write without waiting.
+    pub(super) write_on_drop: fn(&mut Inner<S>),
     pub(super) wakers: Arc<WakerPair>,
     /// A waker for [`WakerPair`], made once.
     pub(super) combined: Waker,
+    /// A [`ReadWaker`] of `wakers`, made once.
+    pub(super) read_waker: Waker,
     /// The subprotocol agreed in the handshake, if any.
     pub(super) subprotocol: Option<String>,
 }
@@ -223,6 +301,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
             rd: &mut inner.rd,
             wr: &mut inner.wr,
         };
+        let mut io = ReadsWaking {
+            io: &mut io,
+            waker: &shared.read_waker,
+        };
         let engine = &mut inner.engine;
         shared
             .wakers
@@ -303,6 +385,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
             // as they were.
             Err(shared) => {
                 shared.lock().reader = true;
+                shared.wakers.set_receiving(true);
                 let read = ReadHalf {
                     shared: shared.clone(),
                     lent: Lent::default(),
@@ -343,11 +426,21 @@ impl<S> Drop for ReadHalf<S> {
     fn drop(&mut self) {
         let mut inner = self.shared.lock();
         inner.reader = false;
+        // The writing half reads from now on: the socket's read wake-ups are its own.
+        self.shared.wakers.set_receiving(false);
         // What a batch of this half did not hand out goes back to the connection.
         self.batch.give_back(&mut inner.engine.conn);
+        (self.shared.write_on_drop)(&mut inner);
         drop(inner);
         // A writing half waiting for the socket now reads in that wait too.
         WakerPair::wake_slot(&self.shared.wakers.writer);
+    }
+}
+
+impl<S> Drop for WriteHalf<S> {
+    fn drop(&mut self) {
+        let mut inner = self.shared.lock();
+        (self.shared.write_on_drop)(&mut inner);
     }
 }
 
@@ -382,6 +475,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
                 let mut io = PairIo {
                     rd: &mut inner.rd,
                     wr: &mut inner.wr,
+                };
+                let mut io = ReadsWaking {
+                    io: &mut io,
+                    waker: &shared.read_waker,
                 };
                 discard_received(&mut inner.engine, wcx, &mut io);
                 f(&mut inner.engine, &mut io, wcx)

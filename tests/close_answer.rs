@@ -1,0 +1,287 @@
+//! The peer's close is answered on the wire before `recv` hands it over (issue 42): a
+//! program that stops at the `Close` and drops the socket, as axum's chat example does
+//! (`while let Some(Ok(Message::Text(t)))`), still sends the close answer, on every
+//! layer. A raw client (the handshake and frames written by hand) sends a text message
+//! and a close with code 4321, then reads what comes back: the answer, a close frame
+//! with the same code, must arrive before the end of the stream.
+#![cfg(all(feature = "tokio", feature = "blocking"))]
+
+mod bounded_support;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bounded_support::{client_handshake, frame, read_close};
+use futures_util::StreamExt;
+use rapidws::handler::{Handler, Socket, run};
+use rapidws::tokio::{Message, MessageRef, ServerConfig, WebSocket, accept};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// The code the raw client closes with (the answer echoes it).
+const CODE: u16 = 4321;
+
+/// A bound on the raw client's wait for the answer: a hang guard only (the answer comes
+/// at once or, before the fix, never: the stream ends).
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Runs `serve` on the one connection a raw client makes: the client sends "hi" and a
+/// close with [`CODE`] in one write, and returns the close code it read back (`None`: the
+/// stream ended without a close frame).
+async fn close_answer<F, Fut>(serve: F) -> Option<u16>
+where
+    F: FnOnce(WebSocket<TcpStream>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let ws = accept(stream, &ServerConfig::default()).await.unwrap();
+        serve(ws).await;
+    });
+    let code = raw_client(addr).await;
+    server.await.unwrap();
+    code
+}
+
+/// The raw client of [`close_answer`].
+async fn raw_client(addr: SocketAddr) -> Option<u16> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let leftover = client_handshake(&mut s, false).await;
+    let mut out = frame(0x81, 2, b"hi", true);
+    let mut close = CODE.to_be_bytes().to_vec();
+    close.extend_from_slice(b"bye");
+    out.extend(frame(0x88, close.len() as u64, &close, true));
+    s.write_all(&out).await.unwrap();
+    read_close(&mut s, &leftover, LIMIT).await
+}
+
+#[tokio::test]
+async fn recv_answers_the_close_before_handing_it_over() {
+    let code = close_answer(|mut ws| async move {
+        while let Ok(Some(Message::Text(_))) = ws.recv().await {}
+        // Dropped here, right after the `Close`.
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
+}
+
+#[tokio::test]
+async fn the_stream_answers_the_close_before_handing_it_over() {
+    let code =
+        close_answer(
+            |mut ws| async move { while let Some(Ok(Message::Text(_))) = ws.next().await {} },
+        )
+        .await;
+    assert_eq!(code, Some(CODE));
+}
+
+#[tokio::test]
+async fn recv_ref_answers_the_close_before_handing_it_over() {
+    let code = close_answer(|mut ws| async move {
+        while let Ok(Some(MessageRef::Text(_))) = ws.recv_ref().await {}
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
+}
+
+#[tokio::test]
+async fn recv_batch_answers_the_close_before_handing_it_over() {
+    let code = close_answer(|mut ws| async move {
+        'outer: while let Ok(Some(batch)) = ws.recv_batch().await {
+            for msg in batch {
+                if !matches!(msg, MessageRef::Text(_)) {
+                    break 'outer;
+                }
+            }
+        }
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
+}
+
+#[tokio::test]
+async fn the_reading_half_answers_the_close_before_handing_it_over() {
+    let code = close_answer(|ws| async move {
+        let (mut rd, wr) = ws.into_split();
+        while let Ok(Some(Message::Text(_))) = rd.recv().await {}
+        // The writing half is dropped first: the reading half's receive wrote the answer.
+        drop(wr);
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
+}
+
+#[tokio::test]
+async fn futures_split_halves_answer_the_close_before_handing_it_over() {
+    let code = close_answer(|ws| async move {
+        let (sink, mut stream) = ws.split();
+        while let Some(Ok(Message::Text(_))) = stream.next().await {}
+        drop(sink);
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
+}
+
+/// A handler that counts what it saw.
+struct Counting;
+
+impl Handler for Counting {
+    fn on_message(&mut self, _: &mut Socket<'_>, _: Message) {}
+}
+
+struct CountingBorrowed;
+
+impl Handler for CountingBorrowed {
+    const BORROWED: bool = true;
+    fn on_message_ref(&mut self, _: &mut Socket<'_>, _: MessageRef<'_>) {}
+}
+
+#[tokio::test]
+async fn the_handler_api_answers_the_close() {
+    let code = close_answer(|ws| async move {
+        let _ = run(ws, &mut Counting).await;
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
+    let code = close_answer(|ws| async move {
+        let _ = run(ws, &mut CountingBorrowed).await;
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
+}
+
+#[cfg(feature = "axum")]
+#[tokio::test]
+async fn an_axum_chat_loop_answers_the_close() {
+    use axum::Router;
+    use axum::routing::get;
+    use rapidws::axum::WebSocketUpgrade;
+    use rapidws::hyper::HyperWebSocket;
+
+    async fn chat(mut socket: HyperWebSocket) {
+        // axum's chat example: the loop ends at the first message that is not text.
+        while let Some(Ok(Message::Text(_))) = socket.next().await {}
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = Router::new().route(
+        "/",
+        get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(chat) }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    assert_eq!(raw_client(addr).await, Some(CODE));
+}
+
+#[test]
+fn the_blocking_read_answers_the_close_before_handing_it_over() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut ws = rapidws::blocking::accept(stream, &ServerConfig::default()).unwrap();
+        while let Ok(Some(Message::Text(_))) = ws.read() {}
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let code = rt.block_on(raw_client(addr));
+    server.join().unwrap();
+    assert_eq!(code, Some(CODE));
+}
+
+/// A socket dropped with the close answer still queued (the peer had stopped reading, so
+/// the socket took none of it when the close was handed over) tries once more in its
+/// `Drop`, without waiting: a peer that has read what was written by then gets the
+/// answer.
+#[tokio::test]
+async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
+    const PAYLOAD: usize = 16 << 10;
+    // A frame of PAYLOAD bytes from a server: a 4-byte header.
+    const FRAME: u64 = PAYLOAD as u64 + 4;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (saturated, saturated_rx) = tokio::sync::oneshot::channel::<()>();
+    let (written, written_rx) = tokio::sync::oneshot::channel::<u64>();
+    let (may_drop, may_drop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut config = ServerConfig::default();
+        config.connection.send_queue_high_water = 64 << 10;
+        let ws = accept(stream, &config).await.unwrap();
+        let (mut rd, mut wr) = ws.into_split();
+        // Fill the socket, then the queue: the peer does not read yet.
+        let chunk = bytes::Bytes::from(vec![7u8; PAYLOAD]);
+        let mut sent = 0u64;
+        loop {
+            while wr.try_send(Message::Binary(chunk.clone())).is_ok() {
+                sent += 1;
+            }
+            let mut flush = std::pin::pin!(wr.flush());
+            let pending = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(flush.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            if pending {
+                break;
+            }
+        }
+        saturated.send(()).unwrap();
+        loop {
+            match rd.recv().await {
+                Ok(Some(Message::Close(_))) | Ok(None) | Err(_) => break,
+                Ok(Some(_)) => {}
+            }
+        }
+        let queued = wr.queued_bytes() as u64;
+        // Our data frames and the 4-byte answer, less what is still queued.
+        written.send(sent * FRAME + 4 - queued).unwrap();
+        may_drop_rx.await.unwrap();
+        drop(rd);
+        drop(wr);
+    });
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let leftover = client_handshake(&mut s, false).await;
+    saturated_rx.await.unwrap();
+    let mut close = CODE.to_be_bytes().to_vec();
+    close.extend_from_slice(b"bye");
+    s.write_all(&frame(0x88, close.len() as u64, &close, true))
+        .await
+        .unwrap();
+    let written = written_rx.await.unwrap();
+    // Read everything the socket took before the drop (the socket is empty then), let
+    // the server drop its halves, and read on to the answer.
+    let mut frames = bounded_support::FrameReader::default();
+    let mut code = frames.feed(&leftover);
+    let mut read = leftover.len() as u64;
+    let mut buf = vec![0u8; 64 << 10];
+    while read < written && code.is_none() {
+        let want = buf.len().min((written - read) as usize);
+        let n = tokio::io::AsyncReadExt::read(&mut s, &mut buf[..want])
+            .await
+            .unwrap();
+        assert!(n > 0, "the stream ended after {read} of {written} bytes");
+        read += n as u64;
+        code = frames.feed(&buf[..n]);
+    }
+    assert_eq!(code, None, "the answer left before the drop");
+    // The runtime's reactor learns that the server's socket has room on its next turn,
+    // which a wait on the timer gives it (not a bound on anything: the room is there).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    may_drop.send(()).unwrap();
+    server.await.unwrap();
+    while code.is_none() {
+        let n = tokio::time::timeout(LIMIT, tokio::io::AsyncReadExt::read(&mut s, &mut buf))
+            .await
+            .expect("a hang")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        code = frames.feed(&buf[..n]);
+    }
+    assert_eq!(code, Some(CODE));
+}
