@@ -210,6 +210,7 @@ impl Connection {
 
     /// Bytes arrived at `now`: the peer is alive (the keepalive ping has done its job),
     /// and enough of them count as progress.
+    #[inline]
     pub(super) fn note_bytes(&mut self, now: Instant, n: usize) {
         self.now = now;
         let t = &mut self.timers;
