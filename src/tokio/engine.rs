@@ -863,11 +863,12 @@ impl Engine {
         if self.conn.recv_buffer_is_unallocated() {
             return self.poll_fill_idle(cx, io);
         }
-        // Room for the next read, and for the rest of a large frame in one step. The
-        // buffer is kept while the connection is busy and given back when it goes quiet
-        // (the connection's memory timer), so request/response traffic does not allocate
-        // per message and an idle connection holds none; a large one goes to the
-        // thread's stock whenever the read finds nothing.
+        // Room for the next read, and for the rest of a large frame in one step. A busy
+        // connection keeps its buffer between messages (the memory timer gives it back
+        // when it goes quiet), one that sends now and then (and one reading large
+        // messages) gives it to the thread's stock whenever the read finds nothing and
+        // takes one back here: request/response traffic does not allocate per message,
+        // and an idle connection holds none.
         let buf = self.conn.reserve_read();
         let mut rd = io.rd();
         let fut = rd.read_buf(buf);
