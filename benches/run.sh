@@ -41,7 +41,9 @@
 #   BIG_CONNS         connections of the 256 KiB cell (default 10000; quick and 0 skip it)
 #   BIG_SERVERS       server labels of the 256 KiB cell (default rapidws rapidws-stream
 #                     rapidws-handler-ref fastwebsockets)
-#   BIG_WARMUP, BIG_MEASURE    seconds of the 256 KiB cell (default 5 and 10)
+#   BIG_WARMUP, BIG_MEASURE    seconds of the 256 KiB cell (default 15 and 15: one round
+#                     of 10,000 x 256 KiB took 6 s here, and the warm-up must see the
+#                     first ones through)
 #   FIREHOSE_SIZES    message sizes of the firehose, N or LO-HI (default "50 64 256 500
 #                     50-500", quick "64 256"; empty skips it)
 #   FIREHOSE_CLIENTS  space-separated subset of the firehose clients below (default all)
@@ -78,8 +80,8 @@ RATE_SERVERS="${RATE_SERVERS:-rapidws rapidws-handler rapidws-handler-ref fastwe
 RATE_WARMUP="${RATE_WARMUP:-5}"
 RATE_MEASURE="${RATE_MEASURE:-10}"
 BIG_SERVERS="${BIG_SERVERS:-rapidws rapidws-stream rapidws-handler-ref fastwebsockets}"
-BIG_WARMUP="${BIG_WARMUP:-5}"
-BIG_MEASURE="${BIG_MEASURE:-10}"
+BIG_WARMUP="${BIG_WARMUP:-15}"
+BIG_MEASURE="${BIG_MEASURE:-15}"
 FH_WARMUP="${FH_WARMUP:-0.5}"
 FH_MEASURE="${FH_MEASURE:-1}"
 FH_ROUNDS="${FH_ROUNDS:-3}"
