@@ -39,8 +39,10 @@
 #                     rapidws-handler-ref fastwebsockets tokio-websockets raw-tcp)
 #   RATE_WARMUP, RATE_MEASURE  seconds per rate cell (default 5 and 10)
 #   BIG_CONNS         connections of the 256 KiB cell (default 10000; quick and 0 skip it)
-#   BIG_SERVERS       server labels of the 256 KiB cell (default rapidws rapidws-stream
-#                     rapidws-handler-ref fastwebsockets)
+#   BIG_SERVERS       server labels of the 256 KiB cell (default rapidws rapidws-unbounded
+#                     rapidws-stream rapidws-handler-ref fastwebsockets; -unbounded is rapidws
+#                     without its default 1 GiB memory budget and 30 s message deadline,
+#                     which 2.5 GiB of messages in flight can meet)
 #   BIG_WARMUP, BIG_MEASURE    seconds of the 256 KiB cell (default 15 and 15: one round
 #                     of 10,000 x 256 KiB took 6 s here, and the warm-up must see the
 #                     first ones through)
@@ -79,7 +81,7 @@ RATE_CONNS="${RATE_CONNS:-10000}"
 RATE_SERVERS="${RATE_SERVERS:-rapidws rapidws-handler rapidws-handler-ref fastwebsockets tokio-websockets raw-tcp}"
 RATE_WARMUP="${RATE_WARMUP:-5}"
 RATE_MEASURE="${RATE_MEASURE:-10}"
-BIG_SERVERS="${BIG_SERVERS:-rapidws rapidws-stream rapidws-handler-ref fastwebsockets}"
+BIG_SERVERS="${BIG_SERVERS:-rapidws rapidws-unbounded rapidws-stream rapidws-handler-ref fastwebsockets}"
 BIG_WARMUP="${BIG_WARMUP:-15}"
 BIG_MEASURE="${BIG_MEASURE:-15}"
 FH_WARMUP="${FH_WARMUP:-0.5}"
@@ -110,6 +112,7 @@ CORE_CELLS=" binary|1024|1|1 binary|1024|100|1 binary|1024|1000|1 binary|16384|1
 # Variants only the rate and 256 KiB cells run (same format; not in the echo matrix).
 EXTRA_SERVERS=(
     "rapidws-stream|echo_rapidws|--stream||none"
+    "rapidws-unbounded|echo_rapidws|--unbounded||none"
 )
 # server_spec LABEL: the line of ALL_SERVERS or EXTRA_SERVERS for LABEL, if SERVERS (when
 # set) has it.

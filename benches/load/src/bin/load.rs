@@ -660,7 +660,9 @@ impl Receiver {
             if opcode >= 8 {
                 // Control frames (a keepalive ping) are skipped; a close ends the run.
                 if opcode == 8 {
-                    return Err("server sent a close frame".into());
+                    let code = payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]]));
+                    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
+                    return Err(format!("server sent a close frame ({code:?}, {reason:?})"));
                 }
                 self.start += wire;
                 continue;
