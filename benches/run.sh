@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Loopback benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 15 minutes on 2 cores: 215 echo
-#                                  cells, 11 idle runs, 3 rounds of 60 firehose runs)
-#   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B)
+#   bash benches/run.sh            the whole matrix (about 24 minutes on 2 cores: 215 echo
+#                                  cells, 11 idle runs, 12 rate cells of 10,000 connections
+#                                  (about 25 s each), 5 cells of 256 KiB x 10,000 (about
+#                                  45 s each), 3 rounds of 60 firehose runs)
+#   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B;
+#                                  no rate or 256 KiB x 10,000 cells)
 #
 # It builds benches/load (its own workspace: the load tool, one echo server per library, the
 # firehose server and client) in release mode once, then
