@@ -153,7 +153,13 @@ pub async fn connect_async_tls_with_config<R>(
 where
     R: IntoClientRequest + Unpin,
 {
-    connect(request.into_client_request()?, config, disable_nagle, connector).await
+    connect(
+        request.into_client_request()?,
+        config,
+        disable_nagle,
+        connector,
+    )
+    .await
 }
 
 async fn connect(

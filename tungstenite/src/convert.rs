@@ -20,7 +20,10 @@ pub(crate) fn conn_error(e: rapidws::Error, config: &WebSocketConfig) -> Error {
         rapidws::Error::Io(e) => Error::Io(e),
         rapidws::Error::Protocol(p) => protocol_error(p, config),
         rapidws::Error::Closed => Error::AlreadyClosed,
-        rapidws::Error::Timeout(t) => Error::Io(io::Error::new(io::ErrorKind::TimedOut, rapidws::Error::Timeout(t))),
+        rapidws::Error::Timeout(t) => Error::Io(io::Error::new(
+            io::ErrorKind::TimedOut,
+            rapidws::Error::Timeout(t),
+        )),
         rapidws::Error::Send(SendError::ControlTooLong) => {
             Error::Protocol(ProtocolError::ControlFrameTooBig)
         }

@@ -73,8 +73,8 @@ impl ClientSide {
                 _ => rq = rq.header(n, v),
             }
         }
-        let (hs, bytes) = rh::ClientHandshake::new(&rq, rh::ClientConfig::default())
-            .map_err(client_error)?;
+        let (hs, bytes) =
+            rh::ClientHandshake::new(&rq, rh::ClientConfig::default()).map_err(client_error)?;
         Ok((ClientSide { hs, offered }, bytes))
     }
 
@@ -129,9 +129,11 @@ fn header_str<'a>(headers: &'a http::HeaderMap, name: &str) -> Result<Option<&'a
 }
 
 fn value_str<'a>(name: &http::HeaderName, value: &'a HeaderValue) -> Result<&'a str> {
-    value
-        .to_str()
-        .map_err(|e| Error::Utf8(format!("{e} for header name '{name}' with value: {value:?}")))
+    value.to_str().map_err(|e| {
+        Error::Utf8(format!(
+            "{e} for header name '{name}' with value: {value:?}"
+        ))
+    })
 }
 
 /// A refused or failed client handshake, as tungstenite reports it.
@@ -238,7 +240,10 @@ fn decide_inner<C: Callback>(request: rh::Request, callback: C) -> Result<Decisi
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *response.version_mut() = http::Version::HTTP_11;
     let h = response.headers_mut();
-    h.insert(http::header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("Upgrade"),
+    );
     h.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
     h.insert(
         http::header::SEC_WEBSOCKET_ACCEPT,

@@ -69,10 +69,10 @@
 
 pub mod tungstenite;
 
-mod convert;
-mod handshake;
 #[cfg(feature = "connect")]
 mod connect;
+mod convert;
+mod handshake;
 mod stream;
 #[cfg(feature = "__rustls-tls")]
 mod tls;

@@ -10,7 +10,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::convert::conn_error;
 use crate::tungstenite::error::{Error, ProtocolError};
-use crate::tungstenite::protocol::{CloseFrame, Message, Role, WebSocketConfig, unsendable_frame};
+use crate::tungstenite::protocol::{
+    CloseFrame, Message, Role, WebSocketConfig, close_for_rapidws, unsendable_frame,
+};
 
 /// A WebSocket connection over `S`: a [`Stream`] of received [`Message`]s and a [`Sink`]
 /// for messages to send, as tokio-tungstenite's, with a rapidws connection underneath
@@ -38,7 +40,10 @@ impl<S> WebSocketStream<S> {
         Self::with_config(ws, WebSocketConfig::default())
     }
 
-    pub(crate) fn with_config(inner: rapidws::tokio::WebSocket<S>, config: WebSocketConfig) -> Self {
+    pub(crate) fn with_config(
+        inner: rapidws::tokio::WebSocket<S>,
+        config: WebSocketConfig,
+    ) -> Self {
         WebSocketStream {
             inner,
             config,
@@ -79,7 +84,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocketStream<S> {
         config: Option<WebSocketConfig>,
     ) -> Self {
         let config = config.unwrap_or_default();
-        let ws = rapidws::tokio::WebSocket::from_raw(stream, role.into(), &config.to_rapidws(), &part);
+        let ws =
+            rapidws::tokio::WebSocket::from_raw(stream, role.into(), &config.to_rapidws(), &part);
         Self::with_config(ws, config)
     }
 
@@ -127,7 +133,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocketStream<S> {
             return Poll::Ready(None);
         }
         match ready!(Pin::new(&mut self.inner).poll_next(cx)) {
-            Some(Ok(m)) => Poll::Ready(Some(Ok(m.into()))),
+            Some(Ok(m)) => {
+                if let rapidws::Message::Close(frame) = &m {
+                    // tungstenite's answer to the peer's close: the same frame back. When
+                    // ours went first (or rapidws echoed), the connection refuses it.
+                    let echo = close_for_rapidws(frame.clone());
+                    let _ = Pin::new(&mut self.inner).start_send(echo);
+                }
+                Poll::Ready(Some(Ok(m.into())))
+            }
             None => {
                 self.ended = true;
                 Poll::Ready(None)
@@ -178,7 +192,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocketStream<S> {
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         if !self.closing {
             self.closing = true;
-            match Pin::new(&mut self.inner).start_send(rapidws::Message::Close(None)) {
+            match Pin::new(&mut self.inner).start_send(close_for_rapidws(None)) {
                 Ok(()) | Err(rapidws::Error::Closed) => {}
                 Err(e) => return Poll::Ready(Err(conn_error(e, &self.config))),
             }

@@ -41,8 +41,11 @@ pub mod server {
     /// added, a `Sec-WebSocket-Protocol` say) to accept, or an [`ErrorResponse`] to refuse.
     pub trait Callback: Sized {
         /// Called once the request has been read and checked.
-        fn on_request(self, request: &Request, response: Response)
-        -> Result<Response, ErrorResponse>;
+        fn on_request(
+            self,
+            request: &Request,
+            response: Response,
+        ) -> Result<Response, ErrorResponse>;
     }
 
     impl<F> Callback for F

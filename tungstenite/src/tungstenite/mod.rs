@@ -25,4 +25,3 @@ pub use handshake::server::ServerHandshake;
 pub use protocol::frame::Utf8Bytes;
 pub use protocol::{Message, WebSocket};
 pub use server::{accept, accept_hdr, accept_hdr_with_config, accept_with_config};
-

@@ -102,8 +102,7 @@ pub(crate) fn wrap_tls(tcp: TcpStream, host: &str) -> Result<MaybeTlsStream<TcpS
     let config = crate::tls::client_config()?;
     let name = rustls::pki_types::ServerName::try_from(host.to_owned())
         .map_err(|_| Error::Tls(super::error::TlsError::InvalidDnsName))?;
-    let conn = rustls::ClientConnection::new(config, name)
-        .map_err(|e| Error::Tls(e.into()))?;
+    let conn = rustls::ClientConnection::new(config, name).map_err(|e| Error::Tls(e.into()))?;
     Ok(MaybeTlsStream::Rustls(rustls::StreamOwned::new(conn, tcp)))
 }
 

@@ -182,11 +182,12 @@ impl Frame {
             (OpCode::Control(Control::Ping), true) => Some(rapidws::Message::Ping(self.payload)),
             (OpCode::Control(Control::Pong), true) => Some(rapidws::Message::Pong(self.payload)),
             (OpCode::Control(Control::Close), true) => match self.payload.len() {
-                0 => Some(rapidws::Message::Close(None)),
+                0 => Some(super::message::close_for_rapidws(None)),
                 1 => None,
                 _ => {
                     let code = u16::from_be_bytes([self.payload[0], self.payload[1]]);
-                    let reason = rapidws::Utf8Bytes::try_from_bytes(self.payload.slice(2..)).ok()?;
+                    let reason =
+                        rapidws::Utf8Bytes::try_from_bytes(self.payload.slice(2..)).ok()?;
                     Some(rapidws::Message::Close(Some(rapidws::CloseFrame::new(
                         code, reason,
                     ))))

@@ -105,9 +105,7 @@ impl Message {
     pub fn to_text(&self) -> Result<&str> {
         match self {
             Message::Text(t) => Ok(t.as_str()),
-            Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => {
-                Ok(std::str::from_utf8(b)?)
-            }
+            Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => Ok(std::str::from_utf8(b)?),
             Message::Close(c) => Ok(c.as_ref().map_or("", |c| c.reason.as_str())),
             Message::Frame(f) => Ok(f.to_text()?),
         }
@@ -120,10 +118,19 @@ impl Message {
             Message::Binary(b) => rapidws::Message::Binary(b),
             Message::Ping(b) => rapidws::Message::Ping(b),
             Message::Pong(b) => rapidws::Message::Pong(b),
-            Message::Close(c) => rapidws::Message::Close(c.map(Into::into)),
+            Message::Close(c) => close_for_rapidws(c.map(Into::into)),
             Message::Frame(f) => return f.into_message(),
         })
     }
+}
+
+/// The close rapidws sends for a close frame: `None` as a close frame without a status
+/// code (tungstenite's), which rapidws sends for 1005 with no reason (its own `None` is
+/// 1000).
+pub(crate) fn close_for_rapidws(c: Option<rapidws::CloseFrame>) -> rapidws::Message {
+    rapidws::Message::Close(Some(
+        c.unwrap_or_else(|| rapidws::CloseFrame::new(rapidws::CloseCode::NO_STATUS, "")),
+    ))
 }
 
 /// The error for a [`Message::Frame`] rapidws does not send.

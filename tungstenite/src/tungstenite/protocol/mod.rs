@@ -8,7 +8,7 @@ pub(crate) mod websocket;
 
 pub use frame::CloseFrame;
 pub use message::Message;
-pub(crate) use message::unsendable_frame;
+pub(crate) use message::{close_for_rapidws, unsendable_frame};
 pub use websocket::WebSocket;
 
 /// Which end of the connection this is.
@@ -123,6 +123,9 @@ impl WebSocketConfig {
         c.max_frame_size = self.max_frame_size.unwrap_or(usize::MAX);
         c.keepalive_interval = None;
         c.idle_timeout = None;
+        // The peer's close is echoed by this crate, as tungstenite does: with its code and
+        // reason (rapidws echoes the code only).
+        c.auto_close = false;
         c
     }
 }

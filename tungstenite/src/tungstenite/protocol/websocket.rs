@@ -4,7 +4,7 @@ use std::io::Read;
 
 use rapidws::blocking::Transport;
 
-use super::{CloseFrame, Message, Role, WebSocketConfig, unsendable_frame};
+use super::{CloseFrame, Message, Role, WebSocketConfig, close_for_rapidws, unsendable_frame};
 use crate::convert::conn_error;
 use crate::handshake::{Accepted, ClientSide, Decision, ServerSide, decide};
 use crate::tungstenite::error::{Error, ProtocolError, Result};
@@ -131,9 +131,12 @@ impl<S: Transport> WebSocket<S> {
         }
         match self.inner.read() {
             Ok(Some(m)) => {
-                if m.is_close() {
+                if let rapidws::Message::Close(frame) = &m {
                     self.closing = true;
                     self.peer_closed = true;
+                    // The same frame back, as tungstenite answers; refused when ours went
+                    // first. The next read writes it out.
+                    let _ = self.inner.send(close_for_rapidws(frame.clone()));
                 }
                 Ok(m.into())
             }
