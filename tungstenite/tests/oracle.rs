@@ -201,3 +201,96 @@ async fn interval_sends() {
         lib::tick_client(a)
     });
 }
+
+/// For the shapes where a peer misbehaves: only the server is this crate or
+/// tokio-tungstenite, the client is always tokio-tungstenite; the servers must see the
+/// same. What the client sees differs by design where rapidws closes with a code
+/// (1009, 1007) and tungstenite drops the connection: `client_expect` says what each
+/// client sees, theirs first.
+macro_rules! compare_servers {
+    ($name:literal, |$l:ident| $server:expr, |$a:ident| $client:expr, $norm:expr, $check:expr) => {{
+        for run in 0..runs() {
+            let t = pair(
+                |$l| {
+                    use theirs as lib;
+                    $server
+                },
+                |$a| {
+                    use theirs as lib;
+                    $client
+                },
+            )
+            .await;
+            let o = pair(
+                |$l| {
+                    use ours as lib;
+                    $server
+                },
+                |$a| {
+                    use theirs as lib;
+                    $client
+                },
+            )
+            .await;
+            let norm: fn(&str) -> Option<String> = $norm;
+            let (os, ts): (Log, Log) = (
+                o.0.iter().filter_map(|s| norm(s)).collect(),
+                t.0.iter().filter_map(|s| norm(s)).collect(),
+            );
+            assert_eq!(
+                os, ts,
+                "{}: run {run}: the server saw something else",
+                $name
+            );
+            let check: fn(&Log, &Log) = $check;
+            check(&t.1, &o.1);
+        }
+    }};
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_limit() {
+    // rapidws refuses a frame at its header, before its size is known: the size reported
+    // is the limit plus one (tungstenite: the frame's).
+    let norm = |s: &str| {
+        Some(match s.find("size: ") {
+            Some(i) if s.contains("MessageTooLong") => {
+                let end = s[i..].find(',').map_or(s.len(), |j| i + j);
+                format!("{}size: _{}", &s[..i], &s[end..])
+            }
+            _ => s.to_owned(),
+        })
+    };
+    compare_servers!(
+        "limit",
+        |l| lib::small_server(l),
+        |a| lib::big_client(a),
+        norm,
+        |theirs, ours| {
+            // tungstenite drops the connection; rapidws closes it with 1009 first.
+            assert_eq!(theirs[0], "big send Ok(())", "{theirs:?}");
+            assert_eq!(ours[0], "big send Ok(())", "{ours:?}");
+            assert!(ours.iter().any(|s| s.starts_with("Close(1009")), "{ours:?}");
+            assert_eq!(ours.last().map(String::as_str), Some("end"), "{ours:?}");
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_that_is_not_utf8() {
+    // After the error, tungstenite still sends (to a peer that was told nothing);
+    // rapidws has failed the connection (1007), and a send is `AlreadyClosed`.
+    let norm = |s: &str| (!s.starts_with("late send")).then(|| s.to_owned());
+    compare_servers!(
+        "utf-8",
+        |l| lib::reading_server(l),
+        |a| lib::bad_text_client(a),
+        norm,
+        |theirs, ours| {
+            assert_eq!(theirs[0], "bad send Ok(())", "{theirs:?}");
+            assert_eq!(ours[0], "bad send Ok(())", "{ours:?}");
+            // rapidws closes with 1007 (RFC 6455 8.1); tungstenite drops the connection.
+            assert!(ours.iter().any(|s| s.starts_with("Close(1007")), "{ours:?}");
+        }
+    );
+}

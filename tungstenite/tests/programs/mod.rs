@@ -569,3 +569,18 @@ pub async fn big_client(addr: SocketAddr) -> Vec<String> {
     drain(&mut ws, &mut log).await;
     log
 }
+
+/// Sends a text frame whose payload is not UTF-8 (a raw `Message::Frame`: only
+/// tokio-tungstenite sends one), then reads to the end.
+pub async fn bad_text_client(addr: SocketAddr) -> Vec<String> {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let mut ws = client_one(addr).await;
+    let mut log = Vec::new();
+    ws.send(Message::text("fine")).await.unwrap();
+    let bad = Frame::message(vec![b'o', b'k', 0xff, 0xfe], OpCode::Data(Data::Text), true);
+    let r = ws.send(Message::Frame(bad)).await;
+    log.push(format!("bad send {:?}", r.map_err(|e| kind(&e))));
+    drain(&mut ws, &mut log).await;
+    log
+}
