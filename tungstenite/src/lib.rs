@@ -5,7 +5,7 @@
 //! tokio-tungstenite = { package = "rapidws-tungstenite", version = "0.1" }
 //! ```
 //!
-//! and runs on [rapidws](rapidws) underneath: its codec, SIMD masking and UTF-8
+//! and runs on [rapidws] underneath: its codec, SIMD masking and UTF-8
 //! validation, limits and timers. Nothing of tungstenite is used.
 //!
 //! The same names do the same things: [`accept_async`], [`accept_hdr_async`],
@@ -39,22 +39,22 @@
 //! Where rapidws is stricter by design, programs see it only when a peer misbehaves:
 //!
 //! - Text is checked as it arrives: a text message that is not UTF-8 closes the connection
-//!   with 1007 and yields [`Error::Utf8`](tungstenite::Error::Utf8), as tungstenite's does
+//!   with 1007 and yields [`Error::Utf8`], as tungstenite's does
 //!   (tungstenite closes without a code).
 //! - A peer's invalid close code (or a 1-byte close payload) is a protocol error
-//!   ([`ProtocolError::InvalidCloseSequence`](tungstenite::error::ProtocolError::InvalidCloseSequence),
+//!   ([`ProtocolError::InvalidCloseSequence`],
 //!   close 1002); tungstenite answers 1002 and yields the close frame.
 //! - Memory is bounded: past the size limits of
-//!   [`WebSocketConfig`](tungstenite::protocol::WebSocketConfig) (64 MiB a message, 16 MiB
+//!   [`WebSocketConfig`] (64 MiB a message, 16 MiB
 //!   a frame, tungstenite's) the connection closes with 1009 and yields
-//!   [`Error::Capacity`](tungstenite::Error::Capacity); all connections share a memory
+//!   [`Error::Capacity`]; all connections share a memory
 //!   budget for messages being received (1 GiB; past it 1013); pongs and close echoes
 //!   waiting for a peer that does not read stop the reading.
 //! - Timers: the opening handshake must finish within 10 s, a fragmented message within
 //!   30 s, a peer that stopped reading fails a send after 30 s, and after our close the
 //!   peer's is awaited 5 s. tungstenite has none of these; there is no keepalive and no
 //!   idle timeout, as in tungstenite. Those rapidws-specific failures arrive as
-//!   [`Error::Io`](tungstenite::Error::Io) of kind `TimedOut`.
+//!   [`Error::Io`] of kind `TimedOut`.
 //! - A send waits for room in the send queue instead of failing with
 //!   `WriteBufferFull`; `write_buffer_size` and `read_buffer_size` are hints rapidws
 //!   does without; `accept_unmasked_frames` is not supported.
@@ -66,6 +66,9 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// The error types are tungstenite's API (a callback's `ErrorResponse`, `Error` with its
+// `http::Response`), large as they are.
+#![allow(clippy::result_large_err)]
 
 pub mod tungstenite;
 
