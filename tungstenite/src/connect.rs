@@ -8,13 +8,15 @@ use tokio::net::TcpStream;
 
 use crate::WebSocketStream;
 use crate::tungstenite::client::{IntoClientRequest, Mode, host_port, uri_mode};
-use crate::tungstenite::error::{Error, UrlError};
+use crate::tungstenite::error::Error;
 use crate::tungstenite::handshake::client::Response;
 use crate::tungstenite::protocol::WebSocketConfig;
 
 /// A plain or TLS stream, as tokio-tungstenite's.
 #[non_exhaustive]
 #[derive(Debug)]
+// The variants are tokio-tungstenite's: a TLS stream held as it is, not boxed.
+#[allow(clippy::large_enum_variant)]
 pub enum MaybeTlsStream<S> {
     /// Plain.
     Plain(S),
@@ -198,7 +200,11 @@ where
             MaybeTlsStream::Rustls(crate::tls::wrap(stream, &host, config).await?)
         }
         #[cfg(not(feature = "__rustls-tls"))]
-        (Mode::Tls, None) => return Err(Error::Url(UrlError::TlsFeatureNotEnabled)),
+        (Mode::Tls, None) => {
+            return Err(Error::Url(
+                crate::tungstenite::error::UrlError::TlsFeatureNotEnabled,
+            ));
+        }
     };
     crate::client_async_with_config(request, stream, config).await
 }

@@ -4,7 +4,11 @@
 //! `RUNS` times (default 10); all must see what tungstenite on both sides sees.
 // The programs are written the way tokio-tungstenite's users write them (callbacks
 // returning its large `ErrorResponse`, nested `if`s), not to this workspace's lints.
-#![allow(clippy::result_large_err, clippy::collapsible_if, clippy::manual_is_multiple_of)]
+#![allow(
+    clippy::result_large_err,
+    clippy::collapsible_if,
+    clippy::manual_is_multiple_of
+)]
 
 use std::net::TcpListener;
 

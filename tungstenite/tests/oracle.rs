@@ -6,7 +6,11 @@
 //! sides). Each shape runs `RUNS` times (environment variable, default 10).
 // The programs are written the way tokio-tungstenite's users write them (callbacks
 // returning its large `ErrorResponse`, nested `if`s), not to this workspace's lints.
-#![allow(clippy::result_large_err, clippy::collapsible_if, clippy::manual_is_multiple_of)]
+#![allow(
+    clippy::result_large_err,
+    clippy::collapsible_if,
+    clippy::manual_is_multiple_of
+)]
 
 use std::future::Future;
 use std::net::SocketAddr;

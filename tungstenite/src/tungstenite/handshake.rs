@@ -17,6 +17,8 @@ pub mod client {
     /// The server's answer (its body is `None` for a 101).
     pub type Response = http::Response<Option<Vec<u8>>>;
 
+    pub use crate::tungstenite::client::generate_key;
+
     /// The client side of a blocking handshake (named in
     /// [`HandshakeError`](super::HandshakeError)'s type; the handshake runs to its end in
     /// one call).

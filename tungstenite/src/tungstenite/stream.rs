@@ -6,11 +6,13 @@ use std::net::TcpStream;
 
 use rapidws::blocking::Transport;
 
-use super::error::{Error, Result, UrlError};
+use super::error::{Error, Result};
 
 /// A plain or TLS stream.
 #[derive(Debug)]
 #[non_exhaustive]
+// The variants are tungstenite's: a TLS stream held as it is, not boxed.
+#[allow(clippy::large_enum_variant)]
 pub enum MaybeTlsStream<S: Read + Write> {
     /// Plain.
     Plain(S),
@@ -109,5 +111,5 @@ pub(crate) fn wrap_tls(tcp: TcpStream, host: &str) -> Result<MaybeTlsStream<TcpS
 /// Without a TLS feature, `wss://` is refused.
 #[cfg(not(feature = "__rustls-tls"))]
 pub(crate) fn wrap_tls(_tcp: TcpStream, _host: &str) -> Result<MaybeTlsStream<TcpStream>> {
-    Err(Error::Url(UrlError::TlsFeatureNotEnabled))
+    Err(Error::Url(super::error::UrlError::TlsFeatureNotEnabled))
 }
