@@ -1,6 +1,9 @@
 //! The message, text, close-code and error types against tungstenite's own: the same
 //! calls on the same values give the same answers.
 
+// Comparing with an owned `String` on purpose: `PartialEq<String>` is part of the API.
+#![allow(clippy::cmp_owned)]
+
 use oracle::tungstenite as theirs;
 use rapidws_tungstenite::tungstenite as ours;
 
