@@ -30,6 +30,8 @@ pub struct WebSocketStream<S> {
     ended: bool,
     /// `poll_close` has queued our close frame.
     closing: bool,
+    /// The peer's close frame has been yielded.
+    peer_closed: bool,
 }
 
 impl<S> WebSocketStream<S> {
@@ -49,6 +51,7 @@ impl<S> WebSocketStream<S> {
             config,
             ended: false,
             closing: false,
+            peer_closed: false,
         }
     }
 
@@ -132,9 +135,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocketStream<S> {
         if self.ended {
             return Poll::Ready(None);
         }
+        if self.peer_closed && self.inner.role() == rapidws::Role::Server {
+            // Both closes are exchanged: a server's stream ends once ours is written, as
+            // tungstenite's does, without waiting for the client to close TCP (dropping
+            // the stream closes it).
+            let r = ready!(Pin::new(&mut self.inner).poll_flush(cx));
+            self.ended = true;
+            return match r {
+                Ok(()) | Err(rapidws::Error::Closed) => Poll::Ready(None),
+                Err(e) => match conn_error(e, &self.config) {
+                    Error::ConnectionClosed | Error::AlreadyClosed => Poll::Ready(None),
+                    e => Poll::Ready(Some(Err(e))),
+                },
+            };
+        }
         match ready!(Pin::new(&mut self.inner).poll_next(cx)) {
             Some(Ok(m)) => {
                 if let rapidws::Message::Close(frame) = &m {
+                    self.peer_closed = true;
                     // tungstenite's answer to the peer's close: the same frame back. When
                     // ours went first (or rapidws echoed), the connection refuses it.
                     let echo = close_for_rapidws(frame.clone());

@@ -301,3 +301,19 @@ async fn text_that_is_not_utf8() {
         }
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subprotocols_through_the_callback_and_a_raw_frame() {
+    // Only tokio-tungstenite's client sends a frame it is given as it is; this crate's
+    // sends a whole-message frame as that message, which the server cannot tell apart.
+    compare!("subprotocols", |l| lib::subprotocol_server(l, 2), |a| {
+        lib::subprotocol_client(a)
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_sockets_without_a_handshake() {
+    compare!("raw sockets", |l| lib::raw_server(l), |a| lib::raw_client(
+        a
+    ));
+}

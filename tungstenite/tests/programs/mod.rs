@@ -584,3 +584,101 @@ pub async fn bad_text_client(addr: SocketAddr) -> Vec<String> {
     drain(&mut ws, &mut log).await;
     log
 }
+
+// ---- subprotocols, raw sockets, raw frames ------------------------------------------
+
+/// A callback that picks the last subprotocol the client offers (none offered: none
+/// answered), for `connections` connections; each echoes one message.
+pub async fn subprotocol_server(listener: TcpListener, connections: usize) -> Vec<String> {
+    let mut log = Vec::new();
+    for _ in 0..connections {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let callback = |req: &Request, mut response: Response| {
+            let offered = req
+                .headers()
+                .get("sec-websocket-protocol")
+                .map(|v| v.to_str().unwrap().to_owned());
+            if let Some(last) = offered.as_deref().and_then(|o| o.split(',').next_back()) {
+                if req.uri().path() != "/ignore" {
+                    response
+                        .headers_mut()
+                        .insert("sec-websocket-protocol", last.trim().parse().unwrap());
+                }
+            }
+            Ok(response)
+        };
+        match accept_hdr_async(tcp, callback).await {
+            Ok(mut ws) => {
+                if let Some(Ok(m)) = ws.next().await {
+                    log.push(seen(&m));
+                    let _ = ws.send(m).await;
+                }
+                drain(&mut ws, &mut log).await;
+            }
+            Err(e) => log.push(format!("refused {}", kind(&e))),
+        }
+    }
+    log
+}
+
+/// Offers two subprotocols (answered), then two to a path where the server answers none
+/// (refused by the client), then sends a whole text message as a raw `Message::Frame`.
+pub async fn subprotocol_client(addr: SocketAddr) -> Vec<String> {
+    use tokio_tungstenite::tungstenite::ClientRequestBuilder;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let mut log = Vec::new();
+    let request = ClientRequestBuilder::new(format!("ws://{addr}/chat").parse().unwrap())
+        .with_sub_protocol("chat")
+        .with_sub_protocol("superchat");
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut ws, response) = client_async(request, tcp).await.unwrap();
+    log.push(format!(
+        "protocol {:?}",
+        response.headers().get("sec-websocket-protocol")
+    ));
+    let frame = Frame::message("raw", OpCode::Data(Data::Text), true);
+    ws.send(Message::Frame(frame)).await.unwrap();
+    log.push(seen(&ws.next().await.unwrap().unwrap()));
+    ws.close(None).await.unwrap();
+    drain(&mut ws, &mut log).await;
+
+    let request = ClientRequestBuilder::new(format!("ws://{addr}/ignore").parse().unwrap())
+        .with_sub_protocol("chat");
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    match client_async(request, tcp).await {
+        Ok(_) => log.push("accepted without a subprotocol".into()),
+        Err(e) => log.push(format!("refused {}", kind(&e))),
+    }
+    log
+}
+
+/// `from_raw_socket` on both ends of a TCP connection, no handshake: the server echoes.
+pub async fn raw_server(listener: TcpListener) -> Vec<String> {
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut ws = WebSocketStream::from_raw_socket(tcp, Role::Server, None).await;
+    let mut log = Vec::new();
+    while let Some(Ok(m)) = ws.next().await {
+        log.push(seen(&m));
+        if m.is_text() || m.is_binary() {
+            ws.send(m).await.unwrap();
+        }
+    }
+    log.push("end".into());
+    log
+}
+
+pub async fn raw_client(addr: SocketAddr) -> Vec<String> {
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let mut ws = WebSocketStream::from_raw_socket(tcp, Role::Client, None).await;
+    let mut log = Vec::new();
+    for i in 0..5 {
+        ws.send(nth(i)).await.unwrap();
+        log.push(seen(&ws.next().await.unwrap().unwrap()));
+    }
+    SinkExt::close(&mut ws).await.unwrap();
+    drain(&mut ws, &mut log).await;
+    log
+}

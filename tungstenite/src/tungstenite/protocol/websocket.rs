@@ -129,6 +129,21 @@ impl<S: Transport> WebSocket<S> {
         if self.terminated {
             return Err(Error::AlreadyClosed);
         }
+        if self.peer_closed && self.inner.role() == rapidws::Role::Server {
+            // Both closes are exchanged: a server is done once ours is written, as
+            // tungstenite's is, without waiting for the client to close TCP.
+            return match self.inner.flush() {
+                Ok(()) | Err(rapidws::Error::Closed) => {
+                    self.terminated = true;
+                    Err(Error::ConnectionClosed)
+                }
+                Err(e) if e.is_would_block() => Err(conn_error(e, &self.config)),
+                Err(e) => {
+                    self.terminated = true;
+                    Err(conn_error(e, &self.config))
+                }
+            };
+        }
         match self.inner.read() {
             Ok(Some(m)) => {
                 if let rapidws::Message::Close(frame) = &m {
