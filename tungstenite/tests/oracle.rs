@@ -317,3 +317,33 @@ async fn raw_sockets_without_a_handshake() {
         a
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_vanishes() {
+    compare!("server vanishes", |l| lib::vanishing_server(l, 5), |a| {
+        lib::reading_client(a)
+    });
+}
+
+/// A peer's close with a code that may not be sent (1005): tungstenite answers 1002 and
+/// yields the close rewritten to 1002; rapidws fails the connection with 1002 and yields
+/// `Protocol(InvalidCloseSequence)`. Both clients see a 1002 close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_code_that_may_not_be_sent() {
+    for _ in 0..runs() {
+        let (t_server, t_client) = pair(theirs::reading_server, theirs::bad_close_client).await;
+        let (o_server, o_client) = pair(ours::reading_server, theirs::bad_close_client).await;
+        assert_eq!(
+            t_server[0], "Close(1002, Protocol violation) len 18 to_text ok Protocol violation",
+            "{t_server:?}"
+        );
+        assert_eq!(
+            o_server[0], "error Protocol(InvalidCloseSequence)",
+            "{o_server:?}"
+        );
+        for client in [&t_client, &o_client] {
+            assert_eq!(client[0], "bad close Ok(())", "{client:?}");
+            assert!(client[1].starts_with("Close(1002"), "{client:?}");
+        }
+    }
+}

@@ -682,3 +682,29 @@ pub async fn raw_client(addr: SocketAddr) -> Vec<String> {
     drain(&mut ws, &mut log).await;
     log
 }
+
+/// Sends `n` messages and drops the connection without a close.
+pub async fn vanishing_server(listener: TcpListener, n: usize) -> Vec<String> {
+    let mut ws = server_one(&listener).await;
+    for i in 0..n {
+        ws.send(nth(i)).await.unwrap();
+    }
+    drop(ws);
+    vec!["dropped".into()]
+}
+
+/// Sends a close frame with code 1005, which may not be sent (a raw `Message::Frame`:
+/// only tokio-tungstenite sends one), then reads to the end.
+pub async fn bad_close_client(addr: SocketAddr) -> Vec<String> {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    let mut ws = client_one(addr).await;
+    let mut log = Vec::new();
+    let frame = Frame::close(Some(CloseFrame {
+        code: CloseCode::from(1005),
+        reason: "".into(),
+    }));
+    let r = ws.send(Message::Frame(frame)).await;
+    log.push(format!("bad close {:?}", r.map_err(|e| kind(&e))));
+    drain(&mut ws, &mut log).await;
+    log
+}
