@@ -2,9 +2,12 @@
 //! run on this crate: asks wstest for the case count, runs every case echoing what it
 //! receives, then asks for the report.
 //!
+//! (Named apart from rapidws's own `autobahn_*` examples: the workspace shares one
+//! `target/*/examples`.)
+//!
 //! ```text
-//! cargo run --release -p rapidws-tungstenite --example autobahn_client [-- --url ws://127.0.0.1:9002]
-//! AUTOBAHN_CLIENT_CMD='target/release/examples/autobahn_client --url $AUTOBAHN_URL' \
+//! cargo run --release -p rapidws-tungstenite --example tungstenite_autobahn_client [-- --url ws://127.0.0.1:9002]
+//! AUTOBAHN_CLIENT_CMD='target/release/examples/tungstenite_autobahn_client --url $AUTOBAHN_URL' \
 //!     bash autobahn/run.sh client --quick
 //! ```
 

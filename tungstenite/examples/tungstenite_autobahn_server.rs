@@ -3,9 +3,12 @@
 //! permessage-deflate (tungstenite 0.30 has none), so wstest reports cases 12.* and 13.*
 //! as unimplemented.
 //!
+//! (Named apart from rapidws's own `autobahn_*` examples: the workspace shares one
+//! `target/*/examples`.)
+//!
 //! ```text
-//! cargo run --release -p rapidws-tungstenite --example autobahn_server [-- --port 9001]
-//! AUTOBAHN_SERVER_CMD='target/release/examples/autobahn_server --port $AUTOBAHN_PORT' \
+//! cargo run --release -p rapidws-tungstenite --example tungstenite_autobahn_server [-- --port 9001]
+//! AUTOBAHN_SERVER_CMD='target/release/examples/tungstenite_autobahn_server --port $AUTOBAHN_PORT' \
 //!     bash autobahn/run.sh server --quick
 //! ```
 
