@@ -8,6 +8,8 @@ use rapidws::blocking::Transport;
 
 use super::error::{Error, Result};
 
+pub use super::client::Mode;
+
 /// A plain or TLS stream.
 #[derive(Debug)]
 #[non_exhaustive]
