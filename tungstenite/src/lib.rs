@@ -61,8 +61,6 @@
 //! - A ping or pong over 125 bytes is refused at the send
 //!   ([`ProtocolError::ControlFrameTooBig`]); tungstenite sends it and the peer fails.
 //! - `Message::Frame` is sent only for a whole message, a ping, a pong or a close.
-//! - A server's stream ends once both close frames are exchanged, as tungstenite's;
-//!   rapidws's own would wait for the client to close TCP first.
 //!
 //! To set any of rapidws's settings (keepalive, idle timeout, permessage-deflate, the
 //! budget, a shutdown signal), open the connection with rapidws ([`rapidws::tokio`]) and

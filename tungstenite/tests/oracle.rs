@@ -347,3 +347,26 @@ async fn a_close_code_that_may_not_be_sent() {
         }
     }
 }
+
+/// A ping over 125 bytes: tokio-tungstenite sends it and the server fails; this crate
+/// refuses it at the send, and the connection goes on to a normal close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ping_over_125_bytes() {
+    for _ in 0..runs() {
+        let (t_server, t_client) = pair(theirs::reading_server, theirs::big_ping_client).await;
+        assert_eq!(t_client[0], "big ping Ok(())", "{t_client:?}");
+        assert_eq!(
+            t_server[0], "error Protocol(ControlFrameTooBig)",
+            "{t_server:?}"
+        );
+        let (_, with_theirs) = pair(theirs::reading_server, ours::big_ping_client).await;
+        let (_, with_ours) = pair(ours::reading_server, ours::big_ping_client).await;
+        for o_client in [with_theirs, with_ours] {
+            assert_eq!(
+                o_client[0], "big ping Err(\"Protocol(ControlFrameTooBig)\")",
+                "{o_client:?}"
+            );
+            assert_eq!(o_client[1], "Close(None) len 0 to_text ok ", "{o_client:?}");
+        }
+    }
+}

@@ -708,3 +708,13 @@ pub async fn bad_close_client(addr: SocketAddr) -> Vec<String> {
     drain(&mut ws, &mut log).await;
     log
 }
+
+/// Sends a 200-byte ping, then closes and reads to the end.
+pub async fn big_ping_client(addr: SocketAddr) -> Vec<String> {
+    let mut ws = client_one(addr).await;
+    let r = ws.send(Message::Ping(vec![1u8; 200].into())).await;
+    let mut log = vec![format!("big ping {:?}", r.map_err(|e| kind(&e)))];
+    let _ = ws.close(None).await;
+    drain(&mut ws, &mut log).await;
+    log
+}
