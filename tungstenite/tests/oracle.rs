@@ -370,3 +370,10 @@ async fn a_ping_over_125_bytes() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_async_to_a_url_without_a_path() {
+    compare!("no path", |l| lib::echo_server(l, false), |a| {
+        lib::no_path_client(a)
+    });
+}

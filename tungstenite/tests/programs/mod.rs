@@ -718,3 +718,16 @@ pub async fn big_ping_client(addr: SocketAddr) -> Vec<String> {
     drain(&mut ws, &mut log).await;
     log
 }
+
+/// `connect_async` with a URL without a path, then one message.
+pub async fn no_path_client(addr: SocketAddr) -> Vec<String> {
+    let (mut ws, response) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
+        .await
+        .unwrap();
+    let mut log = vec![format!("status {}", response.status())];
+    ws.send(Message::text("x")).await.unwrap();
+    log.push(seen(&ws.next().await.unwrap().unwrap()));
+    SinkExt::close(&mut ws).await.unwrap();
+    drain(&mut ws, &mut log).await;
+    log
+}
