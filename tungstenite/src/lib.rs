@@ -61,6 +61,8 @@
 //! - A ping or pong over 125 bytes is refused at the send
 //!   ([`ProtocolError::ControlFrameTooBig`]); tungstenite sends it and the peer fails.
 //! - `Message::Frame` is sent only for a whole message, a ping, a pong or a close.
+//! - TLS is rustls: the `native-tls` features stand for rustls with the operating
+//!   system's roots (there is no `Connector::NativeTls`).
 //!
 //! To set any of rapidws's settings (keepalive, idle timeout, permessage-deflate, the
 //! budget, a shutdown signal), open the connection with rapidws ([`rapidws::tokio`]) and

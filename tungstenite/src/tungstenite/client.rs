@@ -68,6 +68,20 @@ impl IntoClientRequest for Uri {
     }
 }
 
+#[cfg(feature = "url")]
+impl IntoClientRequest for &url::Url {
+    fn into_client_request(self) -> Result<Request> {
+        self.as_str().into_client_request()
+    }
+}
+
+#[cfg(feature = "url")]
+impl IntoClientRequest for url::Url {
+    fn into_client_request(self) -> Result<Request> {
+        self.as_str().into_client_request()
+    }
+}
+
 impl IntoClientRequest for Request {
     fn into_client_request(self) -> Result<Request> {
         Ok(self)
