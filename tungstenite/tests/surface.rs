@@ -68,3 +68,18 @@ fn the_same_names_answer_the_same() {
         )
     );
 }
+
+#[test]
+fn the_stream_is_send_sync_and_unpin_as_tokio_tungstenite_s() {
+    fn send_sync_unpin<T: Send + Sync + Unpin>() {}
+    send_sync_unpin::<oracle::WebSocketStream<tokio::net::TcpStream>>();
+    send_sync_unpin::<rapidws_tungstenite::WebSocketStream<tokio::net::TcpStream>>();
+    send_sync_unpin::<
+        rapidws_tungstenite::WebSocketStream<
+            rapidws_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    >();
+    send_sync_unpin::<rapidws_tungstenite::tungstenite::WebSocket<std::net::TcpStream>>();
+    send_sync_unpin::<rapidws_tungstenite::tungstenite::Message>();
+    send_sync_unpin::<rapidws_tungstenite::tungstenite::Error>();
+}
