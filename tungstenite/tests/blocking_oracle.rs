@@ -78,3 +78,30 @@ fn echo_through_accept_hdr_then_a_close_with_a_code() {
 fn the_server_closes_first() {
     compare!("blocking server close", closing_server, reading_client());
 }
+
+#[test]
+fn the_client_vanishes() {
+    compare!(
+        "blocking client vanishes",
+        reading_server,
+        vanishing_client()
+    );
+}
+
+/// Text that is not UTF-8: both servers report `Utf8`; rapidws closes with 1007 where
+/// tungstenite drops the connection, so only tungstenite's client sends it.
+#[test]
+fn text_that_is_not_utf8() {
+    for _ in 0..runs() {
+        let (t_server, t_client) = pair(theirs::reading_server, theirs::bad_text_client);
+        let (o_server, o_client) = pair(ours::reading_server, theirs::bad_text_client);
+        assert_eq!(o_server, t_server);
+        assert_eq!(
+            t_server.last().map(String::as_str),
+            Some("Err(Utf8)"),
+            "{t_server:?}"
+        );
+        assert_eq!(o_client[0], t_client[0]);
+        assert!(o_client[1].starts_with("Close(1007"), "{o_client:?}");
+    }
+}

@@ -31,6 +31,7 @@ pub fn kind(e: &Error) -> String {
         Error::Io(e) => format!("Io({:?})", e.kind()),
         Error::Protocol(p) => format!("Protocol({p:?})"),
         Error::Http(r) => format!("Http({})", r.status()),
+        Error::Utf8(_) => "Utf8".into(),
         _ => "other".into(),
     }
 }
@@ -126,6 +127,49 @@ pub fn reading_client(port: u16) -> Vec<String> {
             }
             Ok(_) => {}
             Err(_) => break,
+        }
+    }
+    log
+}
+
+/// Reads to the first error (no read after it: tungstenite's connection would still be
+/// open after some errors, and a read would wait).
+pub fn reading_server(listener: TcpListener) -> Vec<String> {
+    let (tcp, _) = listener.accept().unwrap();
+    let mut ws = tungstenite::accept(tcp).unwrap();
+    let mut log = Vec::new();
+    loop {
+        let r = ws.read();
+        log.push(describe(&r));
+        if r.is_err() {
+            break;
+        }
+    }
+    log
+}
+
+/// Sends two messages and drops the socket without a close.
+pub fn vanishing_client(port: u16) -> Vec<String> {
+    let (mut ws, _) = tungstenite::connect(format!("ws://127.0.0.1:{port}/")).unwrap();
+    ws.send(Message::text("one")).unwrap();
+    ws.send(Message::binary(vec![2u8; 10])).unwrap();
+    drop(ws);
+    vec!["dropped".into()]
+}
+
+/// Sends a text frame that is not UTF-8 (a raw frame: only tungstenite sends one), then
+/// reads until an error.
+pub fn bad_text_client(port: u16) -> Vec<String> {
+    use tungstenite::protocol::frame::Frame;
+    use tungstenite::protocol::frame::coding::{Data, OpCode};
+    let (mut ws, _) = tungstenite::connect(format!("ws://127.0.0.1:{port}/")).unwrap();
+    let bad = Frame::message(vec![0xffu8, 0xfe], OpCode::Data(Data::Text), true);
+    let mut log = vec![format!("bad send {:?}", ws.send(Message::Frame(bad)).map_err(|e| kind(&e)))];
+    loop {
+        let r = ws.read();
+        log.push(describe(&r));
+        if r.is_err() {
+            break;
         }
     }
     log
