@@ -76,7 +76,8 @@
 
 pub mod tungstenite;
 
-#[cfg(feature = "connect")]
+// Always built: the `connect` and `stream` features are there to be named (the
+// dependencies they would add are always in).
 mod connect;
 mod convert;
 mod handshake;
@@ -86,7 +87,6 @@ mod tls;
 
 pub use rapidws;
 
-#[cfg(feature = "connect")]
 pub use connect::{Connector, MaybeTlsStream, connect_async, connect_async_with_config};
 #[cfg(feature = "__rustls-tls")]
 pub use connect::{client_async_tls, client_async_tls_with_config, connect_async_tls_with_config};
