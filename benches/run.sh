@@ -116,6 +116,7 @@ CORE_CELLS=" binary|1024|1|1 binary|1024|100|1 binary|1024|1000|1 binary|16384|1
 EXTRA_SERVERS=(
     "rapidws-stream|echo_rapidws|--stream||none"
     "rapidws-unbounded|echo_rapidws|--unbounded||none"
+    "rapidws-tungstenite|echo_rapidws_tungstenite|||none"
 )
 # server_spec LABEL: the line of ALL_SERVERS or EXTRA_SERVERS for LABEL, if SERVERS (when
 # set) has it.
