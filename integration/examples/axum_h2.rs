@@ -5,7 +5,7 @@
 //! opened WebSocket is logged with the form it came in.
 //!
 //! ```text
-//! cargo run --example axum_h2 --features axum,tokio-rustls -- [--port 9443]
+//! cargo run -p rapidws-integration --example axum_h2 --features axum,tokio-rustls -- [--port 9443]
 //!     [--cert cert.pem --key key.pem]   # default: a new self-signed one for localhost
 //!     [--write-cert PATH]               # writes the self-signed certificate's PEM there
 //! ```

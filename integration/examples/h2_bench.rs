@@ -2,7 +2,7 @@
 //! memory per idle WebSocket, over HTTP/2 streams against HTTP/1.1 connections, on loopback.
 //!
 //! ```text
-//! cargo run --release --example h2_bench --features http2 [-- STREAMS SECS SIZE WINDOW IDLE]
+//! cargo run -p rapidws-integration --release --example h2_bench --features http2 [-- STREAMS SECS SIZE WINDOW IDLE]
 //! ```
 //!
 //! Every server is rapidws behind hyper 1.x (`rapidws::hyper::upgrade`, the same service),

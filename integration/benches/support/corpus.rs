@@ -1,5 +1,6 @@
-//! Bench inputs shared by `benches/kernels.rs` and `benches/kernels_min.rs` (included with
-//! `#[path]`; a file in a subdirectory is not a bench target of its own).
+//! Bench inputs shared by `integration/benches/kernels.rs` and
+//! `integration/benches/kernels_min.rs` (included with `#[path]`; a file in a subdirectory
+//! is not a bench target of its own).
 
 /// Chat messages as JSON with Latin, CJK and emoji text: about 22% non-ASCII bytes.
 pub fn mixed_corpus(len: usize) -> String {

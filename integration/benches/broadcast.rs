@@ -21,8 +21,8 @@
 //!
 //! ```text
 //! ulimit -n 20000   # the child holds N sockets, the server N more
-//! cargo bench --bench broadcast
-//! RAPIDWS_BCAST_SIZES=1000 RAPIDWS_BCAST_DELIVERIES=100000 cargo bench --bench broadcast
+//! cargo bench -p rapidws-integration --bench broadcast
+//! RAPIDWS_BCAST_SIZES=1000 RAPIDWS_BCAST_DELIVERIES=100000 cargo bench -p rapidws-integration --bench broadcast
 //! ```
 
 use std::future::poll_fn;

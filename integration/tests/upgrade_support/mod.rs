@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 
 // The tokio tests' helpers: bounded waits (every test waits by the same rule), the data
 // pattern, and receiving past pings.
-#[path = "../tokio_support/mod.rs"]
+#[path = "../../../tests/tokio_support/mod.rs"]
 mod tokio_support;
 use tokio_support::recv_data;
 pub use tokio_support::{bounded, pattern};

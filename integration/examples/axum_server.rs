@@ -3,7 +3,7 @@
 //! plain HTTP.
 //!
 //! ```text
-//! cargo run --example axum_server --features axum [-- --port 9001] [--no-deflate]
+//! cargo run -p rapidws-integration --example axum_server --features axum [-- --port 9001] [--no-deflate]
 //! ```
 
 use axum::Router;

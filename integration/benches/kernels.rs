@@ -1,8 +1,8 @@
 //! Kernel benchmarks: masking, UTF-8 (one-shot, unmask+validate), frame scanning and the
 //! batch decoder, per backend and auto-dispatch, against peers in the same run.
 //!
-//! Full run: `cargo bench --bench kernels`. Filter with a regex, e.g.
-//! `cargo bench --bench kernels -- 'mask/(16|128)B'` or `-- utf8/mixed`.
+//! Full run: `cargo bench -p rapidws-integration --bench kernels`. Filter with a regex, e.g.
+//! `cargo bench -p rapidws-integration --bench kernels -- 'mask/(16|128)B'` or `-- utf8/mixed`.
 //! Timing is kept short (0.2 s warm-up, 0.6 s measurement, 20 samples per point).
 
 use std::hint::black_box;

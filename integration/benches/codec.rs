@@ -12,7 +12,7 @@
 //! through the bare `Decoder` and through `Connection` (`handle_bytes` of the whole buffer,
 //! then `poll_event` until it is empty), one frame per call.
 //!
-//! `cargo bench --bench codec -- --warm-up-time 1 --measurement-time 2`
+//! `cargo bench -p rapidws-integration --bench codec -- --warm-up-time 1 --measurement-time 2`
 
 use std::hint::black_box;
 use std::io::{self, IoSlice, Read, Write};

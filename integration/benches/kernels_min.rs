@@ -15,8 +15,9 @@
 //! - masking with a fresh key per call at rotating key phases, with the payload at a
 //!   64-byte aligned address and one byte past it.
 //!
-//! `cargo bench --bench kernels_min [-- FILTER]` (FILTER: a substring of the point names,
-//! such as `utf8/mixed`, `mask/`, `frame/`, `scan/` or `batch/`).
+//! `cargo bench -p rapidws-integration --bench kernels_min [-- FILTER]` (FILTER: a
+//! substring of the point names, such as `utf8/mixed`, `mask/`, `frame/`, `scan/` or
+//! `batch/`).
 
 use std::hint::black_box;
 use std::pin::Pin;

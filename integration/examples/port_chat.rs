@@ -22,7 +22,7 @@
 //!   gets 1008 (policy) and one over 64 KiB gets 1009, from the library.
 //!
 //! ```text
-//! cargo run --example port_chat --features axum [-- --port 9002]
+//! cargo run -p rapidws-integration --example port_chat --features axum [-- --port 9002]
 //! ```
 
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 //! `gave up: ERROR` (exit status 1). Failed attempts go to standard error.
 //!
 //! ```text
-//! cargo run --example port_ticker [-- URL] [--symbol BTC-USD] [--stale-ms 5000]
+//! cargo run -p rapidws-integration --example port_ticker [-- URL] [--symbol BTC-USD] [--stale-ms 5000]
 //!     [--ticks N] [--give-up-s 60] [--ca ROOT.pem]
 //! ```
 //!

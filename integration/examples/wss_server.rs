@@ -1,7 +1,7 @@
 //! A `wss://` echo server on rustls (feature `rustls`).
 //!
 //! ```text
-//! cargo run --example wss_server --features rustls -- [ADDR] [--cert CERT.pem --key KEY.pem]
+//! cargo run -p rapidws-integration --example wss_server --features tokio-rustls -- [ADDR] [--cert CERT.pem --key KEY.pem]
 //! ```
 //!
 //! ADDR defaults to `127.0.0.1:9443`. With `--cert` and `--key` it serves that

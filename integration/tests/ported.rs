@@ -1,6 +1,7 @@
-//! The programs ported from tokio-tungstenite (`examples/port_chat.rs`, `port_ticker.rs`,
-//! `port_relay.rs`; `src/docs/MIGRATION.md` walks through them), run end to end as their
-//! own processes on free loopback ports and driven by rapidws clients and servers:
+//! The programs ported from tokio-tungstenite (`integration/examples/port_chat.rs`,
+//! `port_ticker.rs`, `port_relay.rs`; `src/docs/MIGRATION.md` walks through them), run end
+//! to end as their own processes on free loopback ports and driven by rapidws clients and
+//! servers:
 //!
 //! - the chat server broadcasts every member's messages to every member, each sender's in
 //!   order, tells them who left, and closes a client that breaks the protocol with 1008
@@ -14,8 +15,8 @@
 //!
 //! The examples are the binaries `cargo test` builds next to this test (`cargo test
 //! --workspace` builds the ticker and the relay; the chat server needs feature `axum`:
-//! `cargo build --example port_chat --features axum`). A test whose binary is missing
-//! prints a SKIP notice and passes without running.
+//! `cargo build -p rapidws-integration --example port_chat --features axum`). A test whose
+//! binary is missing prints a SKIP notice and passes without running.
 #![cfg(all(feature = "tokio", feature = "deflate"))]
 
 use std::net::SocketAddr;
@@ -164,7 +165,7 @@ mod chat {
     #[tokio::test]
     async fn chat_broadcasts_every_message_to_every_member_in_order() {
         let test = "chat_broadcasts_every_message_to_every_member_in_order";
-        let build = "cargo build --example port_chat --features axum";
+        let build = "cargo build -p rapidws-integration --example port_chat --features axum";
         let Some(bin) = example("port_chat", test, build) else {
             return;
         };
@@ -380,7 +381,7 @@ fn tick_seq(line: &str) -> Option<u64> {
 /// ticks after the last it saw; and a restarted feed that stays quiet is closed with 1001
 /// after `--stale-ms` and replaced.
 async fn ticker_resumes_after_a_restart(test: &str, scheme: &str, tls: Tls, ca: Option<&str>) {
-    let build = "cargo build --example port_ticker";
+    let build = "cargo build -p rapidws-integration --example port_ticker";
     let Some(bin) = example("port_ticker", test, build) else {
         return;
     };
@@ -535,7 +536,11 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_forwards_both_ways_in_order_and_a_slow_client_stalls_the_upstream() {
     let test = "relay_forwards_both_ways_in_order_and_a_slow_client_stalls_the_upstream";
-    let Some(bin) = example("port_relay", test, "cargo build --example port_relay") else {
+    let Some(bin) = example(
+        "port_relay",
+        test,
+        "cargo build -p rapidws-integration --example port_relay",
+    ) else {
         return;
     };
     let started = Instant::now();

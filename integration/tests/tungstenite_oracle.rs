@@ -10,6 +10,8 @@
 //!
 //! Each idiom is written once, over [`Lib`]: what the two libraries share (a `Stream` of
 //! messages and a `Sink` for them), so what differs is only the library under it.
+// The tokio tests' helpers, shared with the root package's tests.
+#[path = "../../tests/tokio_support/mod.rs"]
 mod tokio_support;
 
 use std::fmt::Debug;

@@ -1,7 +1,7 @@
 //! Echo throughput per server CPU-second: rapidws vs tokio-tungstenite, over loopback.
 //!
 //! ```text
-//! cargo run --release --example echo_bench [-- CONNS SECS SIZE WINDOW]
+//! cargo run -p rapidws-integration --release --example echo_bench [-- CONNS SECS SIZE WINDOW]
 //! ```
 //!
 //! For each implementation, a server runs in a child process (this program with

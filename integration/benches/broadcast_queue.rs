@@ -1,8 +1,8 @@
 //! The library's share of a broadcast, without sockets: one ~4 KiB JSON message queued on
 //! 1,000 server `Connection`s and taken out as `Transmit`s, per iteration. Prepared (built
 //! and, with deflate, compressed once per iteration) against the per-connection calls.
-//! `benches/broadcast.rs` measures the same over loopback TCP, where the kernel's cost per
-//! write dominates.
+//! `integration/benches/broadcast.rs` measures the same over loopback TCP, where the
+//! kernel's cost per write dominates.
 
 use std::hint::black_box;
 use std::time::Instant;

@@ -3,7 +3,7 @@
 //! takeover, on JSON-like messages of 1 KiB, 16 KiB and 256 KiB. Both at level 1, raw
 //! DEFLATE, sync flush, trailer removed/restored as RFC 7692 7.2 says.
 //!
-//! `cargo bench --bench deflate -- --warm-up-time 1 --measurement-time 2`
+//! `cargo bench -p rapidws-integration --bench deflate -- --warm-up-time 1 --measurement-time 2`
 
 use std::hint::black_box;
 

@@ -1,6 +1,6 @@
 //! Reads of many small frames for the batch decoder's benches (`batch/` in
-//! `benches/kernels.rs` and `benches/kernels_min.rs`), and the frame-by-frame paths it is
-//! measured against. Included with `#[path]`.
+//! `integration/benches/kernels.rs` and `integration/benches/kernels_min.rs`), and the
+//! frame-by-frame paths it is measured against. Included with `#[path]`.
 #![allow(dead_code)]
 
 use rapidws_simd::frame::{self, FrameHeader, Rules, parse_header};

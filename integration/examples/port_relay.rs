@@ -16,7 +16,7 @@
 //! a client that fails closes the upstream connection with 1001 (going away).
 //!
 //! ```text
-//! cargo run --example port_relay [-- --listen 127.0.0.1:9004] [--upstream ws://127.0.0.1:9001/]
+//! cargo run -p rapidws-integration --example port_relay [-- --listen 127.0.0.1:9004] [--upstream ws://127.0.0.1:9001/]
 //! ```
 //!
 //! [`Config::send_queue_high_water`]: rapidws::Config::send_queue_high_water

@@ -3,7 +3,7 @@
 //! request gets a plain HTTP answer from the same server.
 //!
 //! ```text
-//! cargo run --example hyper_server --features hyper [-- --port 9001] [--no-deflate]
+//! cargo run -p rapidws-integration --example hyper_server --features hyper [-- --port 9001] [--no-deflate]
 //! ```
 
 use std::convert::Infallible;
