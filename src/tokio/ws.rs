@@ -642,6 +642,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.engine.poll_flush(cx, &mut self.io)
     }
 
+    /// The poll behind [`send`](Self::send), for layers that hold the message themselves
+    /// (a `Sink` whose `start_send` keeps it for the flush): takes the message out of
+    /// `msg` once the queue has room (writing it straight from the message, in one write,
+    /// when nothing else is queued), then writes the queue out and flushes. Poll until
+    /// ready; `msg` is `None` once taken. Fails like `send`.
+    pub fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        msg: &mut Option<Message>,
+    ) -> Poll<Result<(), Error>> {
+        self.engine
+            .poll_message(cx, &mut self.io, msg, Compression::Auto, Put::Send)
+    }
+
+    /// The poll behind [`feed`](Self::feed): takes the message out of `msg` and queues it
+    /// once the queue has room (no flush). Fails like `feed`.
+    pub fn poll_feed(
+        &mut self,
+        cx: &mut Context<'_>,
+        msg: &mut Option<Message>,
+    ) -> Poll<Result<(), Error>> {
+        self.engine
+            .poll_message(cx, &mut self.io, msg, Compression::Auto, Put::Feed)
+    }
+
     /// [`poll_flush_queue`](Self::poll_flush_queue) for the `AsyncWrite` views of a
     /// connection ([`MessageWriter`], the tunnel): the error as an `io::Error`.
     pub(crate) fn poll_flush_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -2,7 +2,7 @@
 
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use futures_core::{FusedStream, Stream};
 use futures_sink::Sink;
@@ -22,6 +22,12 @@ use crate::tungstenite::protocol::{
 /// connection), the peer's close frame (echoed by the connection), then ends once the
 /// close handshake is over; an error is yielded once, then the stream ends. The sink's
 /// `close` sends a close frame and flushes it; keep reading to see the peer's answer.
+///
+/// Polled from one task (the usual `next()`/`send()` loop), it runs rapidws's own
+/// `recv`/`send` polls: a text or binary message given to the sink is held until the
+/// flush, which writes it straight from the message, in one write, as rapidws's `send`
+/// does. Once a second task polls it (`StreamExt::split`), it runs rapidws's `Stream` and
+/// `Sink` impls, which share the socket's waits between the two tasks.
 #[derive(Debug)]
 pub struct WebSocketStream<S> {
     inner: rapidws::tokio::WebSocket<S>,
@@ -32,6 +38,13 @@ pub struct WebSocketStream<S> {
     closing: bool,
     /// The peer's close frame has been yielded.
     peer_closed: bool,
+    /// A text or binary message `start_send` took while one task polls: the flush writes
+    /// it (rapidws's `poll_send`), a `poll_ready`, a receive or a second task queues it.
+    pending: Option<rapidws::Message>,
+    /// The waker of the one task that has polled so far (see [`Self::one_task`]).
+    task: Option<Waker>,
+    /// A second task has polled: rapidws's `Stream` and `Sink` impls from then on.
+    shared: bool,
 }
 
 impl<S> WebSocketStream<S> {
@@ -52,11 +65,19 @@ impl<S> WebSocketStream<S> {
             ended: false,
             closing: false,
             peer_closed: false,
+            pending: None,
+            task: None,
+            shared: false,
         }
     }
 
-    /// The rapidws connection underneath.
-    pub fn into_rapidws(self) -> rapidws::tokio::WebSocket<S> {
+    /// The rapidws connection underneath (with a message given to the sink and not yet
+    /// flushed queued on it).
+    pub fn into_rapidws(mut self) -> rapidws::tokio::WebSocket<S>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let _ = self.queue_pending();
         self.inner
     }
 
@@ -126,6 +147,110 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocketStream<S> {
             e => conn_error(e, &self.config),
         }
     }
+
+    /// Whether this poll comes from the one task that has polled so far, whose polls
+    /// then run rapidws's own `recv`/`send` polls with its waker. The first poll from
+    /// another task turns to rapidws's `Stream` and `Sink` impls for good (their waits
+    /// wake both tasks), and wakes the first task so that its own waits are made again
+    /// through them.
+    #[inline]
+    fn one_task(&mut self, cx: &Context<'_>) -> bool {
+        if self.shared {
+            return false;
+        }
+        match &self.task {
+            Some(w) if w.will_wake(cx.waker()) => true,
+            None => {
+                self.task = Some(cx.waker().clone());
+                true
+            }
+            Some(_) => {
+                self.second_task();
+                false
+            }
+        }
+    }
+
+    #[cold]
+    fn second_task(&mut self) {
+        self.shared = true;
+        if let Some(w) = self.task.take() {
+            w.wake();
+        }
+    }
+
+    /// Queues the message `start_send` holds, if any, on the connection (no IO).
+    #[inline]
+    fn queue_pending(&mut self) -> Result<(), rapidws::Error> {
+        match self.pending.take() {
+            Some(msg) => Pin::new(&mut self.inner).start_send(msg),
+            None => Ok(()),
+        }
+    }
+
+    /// The sink's flush: rapidws's `send` poll for a held message, else its flush.
+    #[inline]
+    fn flush_inner(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let mut held = false;
+        let r = if self.one_task(cx) {
+            held = self.pending.is_some();
+            if held {
+                ready!(self.inner.poll_send(cx, &mut self.pending))
+            } else {
+                ready!(self.inner.poll_flush_queue(cx))
+            }
+        } else {
+            if let Err(e) = self.queue_pending() {
+                return Poll::Ready(Err(self.send_error(e)));
+            }
+            ready!(Pin::new(&mut self.inner).poll_flush(cx))
+        };
+        Poll::Ready(match r {
+            Ok(()) => Ok(()),
+            // The held message could not be sent: what its `start_send` would have said.
+            Err(rapidws::Error::Closed) if held => Err(self.send_error(rapidws::Error::Closed)),
+            Err(rapidws::Error::Closed) => Ok(()),
+            Err(e) => Err(conn_error(e, &self.config)),
+        })
+    }
+
+    /// The sink's `poll_ready` when two tasks poll or a message is held.
+    #[inline(never)]
+    fn ready_slow(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let r = if !self.one_task(cx) {
+            if let Err(e) = self.queue_pending() {
+                return Poll::Ready(Err(self.send_error(e)));
+            }
+            ready!(Pin::new(&mut self.inner).poll_ready(cx))
+        } else if self.pending.is_some() {
+            // Room for the message held, which is queued (a `feed` before it).
+            match ready!(self.inner.poll_feed(cx, &mut self.pending)) {
+                Err(rapidws::Error::Closed) => {
+                    return Poll::Ready(Err(self.send_error(rapidws::Error::Closed)));
+                }
+                r => r,
+            }
+        } else {
+            Ok(())
+        };
+        match r {
+            Ok(()) => Poll::Ready(Ok(())),
+            // A closed connection takes nothing: `start_send` says so, as tungstenite's.
+            Err(rapidws::Error::Closed) => Poll::Ready(Ok(())),
+            Err(e) => Poll::Ready(Err(self.send_error(e))),
+        }
+    }
+
+    /// The sink's `start_send` of a message that is not held: queued on the connection
+    /// now, behind the one held, if any.
+    #[inline(never)]
+    fn queue_now(&mut self, item: Message) -> Result<(), Error> {
+        let msg = item.into_rapidws().ok_or_else(unsendable_frame)?;
+        self.queue_pending().map_err(|e| self.send_error(e))?;
+        Pin::new(&mut self.inner)
+            .start_send(msg)
+            .map_err(|e| self.send_error(e))
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocketStream<S> {
@@ -139,7 +264,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocketStream<S> {
             // Both closes are exchanged: a server's stream ends once ours is written, as
             // tungstenite's does, without waiting for the client to close TCP (dropping
             // the stream closes it).
-            let r = ready!(Pin::new(&mut self.inner).poll_flush(cx));
+            let _ = self.queue_pending();
+            let r = if self.one_task(cx) {
+                ready!(self.inner.poll_flush_queue(cx))
+            } else {
+                ready!(Pin::new(&mut self.inner).poll_flush(cx))
+            };
             self.ended = true;
             return match r {
                 Ok(()) | Err(rapidws::Error::Closed) => Poll::Ready(None),
@@ -149,7 +279,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Stream for WebSocketStream<S> {
                 },
             };
         }
-        match ready!(Pin::new(&mut self.inner).poll_next(cx)) {
+        // A message the sink holds goes first: the receive writes it out when it would
+        // wait, as it writes what `feed` queued.
+        if self.pending.is_some() {
+            let _ = self.queue_pending();
+        }
+        let next = if self.one_task(cx) {
+            ready!(self.inner.poll_recv(cx)).transpose()
+        } else {
+            ready!(Pin::new(&mut self.inner).poll_next(cx))
+        };
+        match next {
             Some(Ok(m)) => {
                 if let rapidws::Message::Close(frame) = &m {
                     self.peer_closed = true;
@@ -184,37 +324,47 @@ impl<S: AsyncRead + AsyncWrite + Unpin> FusedStream for WebSocketStream<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocketStream<S> {
     type Error = Error;
 
+    #[inline]
     fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        match ready!(Pin::new(&mut self.inner).poll_ready(cx)) {
-            Ok(()) => Poll::Ready(Ok(())),
-            // A closed connection takes nothing: `start_send` says so, as tungstenite's.
-            Err(rapidws::Error::Closed) => Poll::Ready(Ok(())),
-            Err(e) => Poll::Ready(Err(self.send_error(e))),
+        // One task and nothing held: the next message is taken as it comes, and waits for
+        // room at its flush.
+        if !self.shared && self.pending.is_none() {
+            return Poll::Ready(Ok(()));
         }
+        self.ready_slow(cx)
     }
 
+    #[inline]
     fn start_send(mut self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
-        let msg = item.into_rapidws().ok_or_else(unsendable_frame)?;
-        Pin::new(&mut self.inner)
-            .start_send(msg)
-            .map_err(|e| self.send_error(e))
+        let this = &mut *self;
+        // Held for the flush while one task polls: a text or binary message on a
+        // connection that takes it (else the connection says why not, now).
+        let conn = this.inner.connection();
+        if !this.shared && this.pending.is_none() && !conn.close_sent() && !conn.is_closed() {
+            match item {
+                Message::Text(t) => this.pending = Some(rapidws::Message::Text(t.0)),
+                Message::Binary(b) => this.pending = Some(rapidws::Message::Binary(b)),
+                item => return this.queue_now(item),
+            }
+            return Ok(());
+        }
+        this.queue_now(item)
     }
 
+    #[inline]
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        match ready!(Pin::new(&mut self.inner).poll_flush(cx)) {
-            Ok(()) | Err(rapidws::Error::Closed) => Poll::Ready(Ok(())),
-            Err(e) => Poll::Ready(Err(conn_error(e, &self.config))),
-        }
+        self.flush_inner(cx)
     }
 
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         if !self.closing {
             self.closing = true;
+            let _ = self.queue_pending();
             match Pin::new(&mut self.inner).start_send(close_for_rapidws(None)) {
                 Ok(()) | Err(rapidws::Error::Closed) => {}
                 Err(e) => return Poll::Ready(Err(conn_error(e, &self.config))),
             }
         }
-        self.poll_flush(cx)
+        self.flush_inner(cx)
     }
 }

@@ -142,6 +142,7 @@ pub(crate) fn unsendable_frame() -> Error {
 }
 
 impl From<rapidws::Message> for Message {
+    #[inline]
     fn from(m: rapidws::Message) -> Self {
         match m {
             rapidws::Message::Text(t) => Message::Text(t.into()),
