@@ -465,6 +465,16 @@ where
             let _ = ws.close(CloseCode::INTERNAL, "").await;
             return Err(Error::Panicked);
         }
+        // A borrowed callback's only reply, written straight from the receive buffer, is
+        // written by the receive that follows (one future for both), unless the callback
+        // also closed or a send failed.
+        let lent = match &sent.lent {
+            Some(_) if H::BORROWED && sent.close.is_none() && sent.error.is_none() => {
+                sent.queued = false;
+                sent.lent.take()
+            }
+            _ => None,
+        };
         let delivered = if sent.settled(|| ws.has_room()) {
             Ok(false)
         } else {
@@ -485,7 +495,7 @@ where
             Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),
         }
         if H::BORROWED {
-            let raw = match ws.recv_raw().await {
+            let raw = match ws.recv_raw_after(lent).await {
                 Ok(Some(raw)) => raw,
                 Ok(None) => return finish(handler, ws.close_frame().cloned(), None),
                 Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),

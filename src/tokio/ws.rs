@@ -698,6 +698,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         })
     }
 
+    /// For the handler API's borrowed callback: [`recv_raw`](Self::recv_raw) after its
+    /// only reply (if `lent` is one), the message lent at `lent` itself, was written straight from the receive
+    /// buffer ([`Engine::poll_write_lent`], on the first poll, before anything is read):
+    /// one future for the reply and the next receive. An error of that write is returned
+    /// as the receive's; `Closed` (nothing written) is not, the receive reporting how the
+    /// connection ended.
+    pub(crate) fn recv_raw_after(
+        &mut self,
+        mut lent: Option<(MessageKind, std::ops::Range<usize>)>,
+    ) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
+        poll_fn(move |cx| {
+            if let Some((kind, at)) = lent.take() {
+                match self.engine.poll_write_lent(cx, &mut self.io, kind, at) {
+                    Ok(()) | Err(Error::Closed) => {}
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
+            self.engine
+                .poll_recv_with(cx, &mut self.io, true, Connection::lend_next)
+        })
+    }
+
     /// For the handler API's borrowed callback: its only reply, the message lent at `at`
     /// itself, written straight from the receive buffer (see
     /// [`Engine::poll_write_lent`]).
