@@ -190,13 +190,37 @@ impl Socket<'_> {
     /// [`Handler::on_message_ref`], or anything else): framed straight into the
     /// connection's output queue, the payload copied once (as [`Connection::send`] does),
     /// with no allocation for small messages. A `Close` starts the close handshake.
+    #[inline]
     pub fn send_ref(&mut self, msg: MessageRef<'_>) {
         self.send_ref_with(msg, Compression::Auto);
     }
 
     /// [`send_ref`](Self::send_ref) with the choice of whether it is compressed (see
     /// [`send_with`](Self::send_with)).
+    #[inline]
     pub fn send_ref_with(&mut self, msg: MessageRef<'_>, compression: Compression) {
+        // The usual reply, a data message from a borrowed callback, inline.
+        if let Sink::Replies(replies) = &mut self.sink
+            && self.sent.error.is_none()
+            && let Some((kind, payload)) = match msg {
+                MessageRef::Text(t) => Some((MessageKind::Text, t.as_bytes())),
+                MessageRef::Binary(b) => Some((MessageKind::Binary, b)),
+                _ => None,
+            }
+        {
+            self.sent.queued = true;
+            if let Err(e) = replies.send(kind, payload, compression) {
+                self.sent.error = Some(e);
+            }
+            return;
+        }
+        self.send_ref_other(msg, compression);
+    }
+
+    /// [`send_ref_with`](Self::send_ref_with) for all but a data message from a borrowed
+    /// callback.
+    #[inline(never)]
+    fn send_ref_other(&mut self, msg: MessageRef<'_>, compression: Compression) {
         if self.sent.error.is_some() {
             return;
         }
@@ -391,30 +415,49 @@ fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
     raw: Raw,
 ) -> Result<(), Error> {
     let (conn, subprotocol) = ws.handler_parts();
-    let lent = conn.batch_with_replies(&raw, |batch, replies| {
-        let mut socket = Socket {
-            sink: Sink::Replies(replies),
-            subprotocol,
-            sent,
-        };
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            for msg in batch {
+    let lent = conn.batch_with_replies(
+        &raw,
+        (&mut *handler, &mut *sent),
+        // A message alone: one call.
+        |(handler, sent), msg, replies| {
+            let mut socket = Socket {
+                sink: Sink::Replies(replies),
+                subprotocol,
+                sent,
+            };
+            let r = catch_unwind(AssertUnwindSafe(|| {
                 handler.on_message_ref(&mut socket, msg);
-                if socket.sent.close.is_some() || socket.sent.error.is_some() {
-                    break;
-                }
-                if let Sink::Replies(replies) = &socket.sink
-                    && !replies.has_room()
-                {
-                    break;
-                }
+            }));
+            if let Sink::Replies(replies) = &socket.sink {
+                socket.sent.lent = replies.held();
             }
-        }));
-        if let Sink::Replies(replies) = &socket.sink {
-            socket.sent.lent = replies.held();
-        }
-        r.map_err(|_| Error::Panicked)
-    });
+            r.map_err(|_| Error::Panicked)
+        },
+        |(handler, sent), batch, replies| {
+            let mut socket = Socket {
+                sink: Sink::Replies(replies),
+                subprotocol,
+                sent,
+            };
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                for msg in batch {
+                    handler.on_message_ref(&mut socket, msg);
+                    if socket.sent.close.is_some() || socket.sent.error.is_some() {
+                        break;
+                    }
+                    if let Sink::Replies(replies) = &socket.sink
+                        && !replies.has_room()
+                    {
+                        break;
+                    }
+                }
+            }));
+            if let Sink::Replies(replies) = &socket.sink {
+                socket.sent.lent = replies.held();
+            }
+            r.map_err(|_| Error::Panicked)
+        },
+    );
     if let Some(r) = lent {
         return r;
     }

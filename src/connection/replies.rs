@@ -4,7 +4,7 @@
 //! the output queue while they borrow the buffer they arrived in.
 
 use crate::codec::{MAX_CONTROL_PAYLOAD, MessageKind, OpCode};
-use crate::message::Compression;
+use crate::message::{Compression, MessageRef};
 
 use super::send::Tx;
 use super::{Batch, Connection, Loc, Raw, SendError};
@@ -76,6 +76,18 @@ impl Replies<'_> {
             self.held = Some((kind, at.clone()));
             return Ok(());
         }
+        self.queue(kind, payload, compression)
+    }
+
+    /// [`send`](Self::send) past its checks and the reply held: the held reply, then this
+    /// message, to the queue.
+    #[inline(never)]
+    fn queue(
+        &mut self,
+        kind: MessageKind,
+        payload: &[u8],
+        compression: Compression,
+    ) -> Result<(), SendError> {
         self.queue_held();
         #[cfg(feature = "deflate")]
         if let Some(pmd) = self.deflate.as_deref_mut() {
@@ -135,22 +147,26 @@ impl Replies<'_> {
 
     /// The reply held to be written from the receive buffer, if there is one: its kind and
     /// where it lies ([`Connection::lone_header`], then the bytes at that range).
+    #[inline]
     pub(crate) fn held(&self) -> Option<(MessageKind, core::ops::Range<usize>)> {
         self.held.clone()
     }
 }
 
 impl Connection {
-    /// Runs `f` with the event `raw` (from [`poll_raw`](Self::poll_raw)) as a [`Batch`]
-    /// (see [`batch_of`](Self::batch_of)) and the send side to reply on while it is lent
-    /// (both made in place, not returned: they are a few hundred bytes). `None` for a
-    /// control frame, and for a message inflated into the scratch buffer of chunk
-    /// delivery, which the compressor's state shares.
+    /// Runs `one` with the event `raw` (from [`poll_raw`](Self::poll_raw)), lent, and the
+    /// send side to reply on while it is lent, when it is a message alone (nothing after it
+    /// to run on); `many` with it as a [`Batch`] (see [`batch_of`](Self::batch_of)) with
+    /// the run after it otherwise (both made in place, not returned: they are a few hundred
+    /// bytes). Each is given `cx`. `None` for a control frame, and for a message inflated
+    /// into the scratch buffer of chunk delivery, which the compressor's state shares.
     #[inline(always)]
-    pub(crate) fn batch_with_replies<R>(
+    pub(crate) fn batch_with_replies<C, R>(
         &mut self,
         raw: &Raw,
-        f: impl FnOnce(Batch<'_>, Replies<'_>) -> R,
+        cx: C,
+        one: impl FnOnce(C, MessageRef<'_>, Replies<'_>) -> R,
+        many: impl FnOnce(C, Batch<'_>, Replies<'_>) -> R,
     ) -> Option<R> {
         #[cfg(feature = "deflate")]
         if matches!(
@@ -162,6 +178,10 @@ impl Connection {
         ) {
             return None;
         }
+        let Raw::Data { kind, loc, .. } = raw else {
+            // Control frames are handed over owned; nothing to lend.
+            return None;
+        };
         let closed = self.check_open().is_err();
         let in_progress = self.sending.is_some();
         let start = self.rx_read + self.rx_pending;
@@ -178,39 +198,7 @@ impl Connection {
             && self.role == crate::codec::Role::Server
             && self.out.is_empty()
             && !self.is_deflate();
-        let rules = self.decoder.batch_rules();
-        let (first, rest) = self.rx.split_at_mut(start);
-        let mut lone = None;
-        let batch = match raw {
-            Raw::Data {
-                kind,
-                loc: Loc::Rx(at),
-                first: true,
-                fin: true,
-            } if runs => {
-                let msg = crate::message::MessageRef::from_data(*kind, &first[at.clone()]);
-                Batch::with_run(msg, rest, rules, &mut self.rx_pending, &mut self.rx_decoded)
-            }
-            Raw::Data {
-                kind,
-                loc: Loc::Rx(at),
-                ..
-            } => {
-                let payload = &first[at.clone()];
-                if lone_ok {
-                    lone = Some((payload, at.clone()));
-                }
-                Batch::one(crate::message::MessageRef::from_data(*kind, payload))
-            }
-            Raw::Data {
-                kind,
-                loc: Loc::Msg,
-                ..
-            } => Batch::one(crate::message::MessageRef::from_data(*kind, &self.msg)),
-            // Control frames are handed over owned; nothing to lend.
-            _ => return None,
-        };
-        let replies = Replies {
+        let mut replies = Replies {
             tx: TxParts {
                 role: self.role,
                 encoder: &mut self.encoder,
@@ -221,11 +209,37 @@ impl Connection {
             deflate: self.deflate.as_deref_mut().map(|d| &mut d.pmd),
             closed,
             in_progress,
-            lone,
+            lone: None,
             held: None,
             high_water: self.config.send_queue_high_water,
         };
-        Some(f(batch, replies))
+        let (front, rest) = self.rx.split_at_mut(start);
+        match (raw, loc) {
+            (
+                Raw::Data {
+                    first: true,
+                    fin: true,
+                    ..
+                },
+                Loc::Rx(at),
+            ) if runs => {
+                let msg = MessageRef::from_data(*kind, &front[at.clone()]);
+                let rules = self.decoder.batch_rules();
+                let batch =
+                    Batch::with_run(msg, rest, rules, &mut self.rx_pending, &mut self.rx_decoded);
+                Some(many(cx, batch, replies))
+            }
+            (_, Loc::Rx(at)) => {
+                let payload = &front[at.clone()];
+                if lone_ok {
+                    replies.lone = Some((payload, at.clone()));
+                }
+                Some(one(cx, MessageRef::from_data(*kind, payload), replies))
+            }
+            (_, Loc::Msg) => Some(one(cx, MessageRef::from_data(*kind, &self.msg), replies)),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
     }
 }
 
