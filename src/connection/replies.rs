@@ -214,32 +214,32 @@ impl Connection {
             high_water: self.config.send_queue_high_water,
         };
         let (front, rest) = self.rx.split_at_mut(start);
-        match (raw, loc) {
-            (
-                Raw::Data {
-                    first: true,
-                    fin: true,
-                    ..
-                },
-                Loc::Rx(at),
-            ) if runs => {
-                let msg = MessageRef::from_data(*kind, &front[at.clone()]);
-                let rules = self.decoder.batch_rules();
-                let batch =
-                    Batch::with_run(msg, rest, rules, &mut self.rx_pending, &mut self.rx_decoded);
-                Some(many(cx, batch, replies))
-            }
-            (_, Loc::Rx(at)) => {
+        // One call of each of `one` and `many`, so that both are inlined here.
+        let payload: &[u8] = match loc {
+            Loc::Rx(at) => {
+                if runs && matches!(raw, Raw::Data { first: true, fin: true, .. }) {
+                    let msg = MessageRef::from_data(*kind, &front[at.clone()]);
+                    let rules = self.decoder.batch_rules();
+                    let batch = Batch::with_run(
+                        msg,
+                        rest,
+                        rules,
+                        &mut self.rx_pending,
+                        &mut self.rx_decoded,
+                    );
+                    return Some(many(cx, batch, replies));
+                }
                 let payload = &front[at.clone()];
                 if lone_ok {
                     replies.lone = Some((payload, at.clone()));
                 }
-                Some(one(cx, MessageRef::from_data(*kind, payload), replies))
+                payload
             }
-            (_, Loc::Msg) => Some(one(cx, MessageRef::from_data(*kind, &self.msg), replies)),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+            Loc::Msg => &self.msg,
+            #[cfg(feature = "deflate")]
+            Loc::Scratch => return None,
+        };
+        Some(one(cx, MessageRef::from_data(*kind, payload), replies))
     }
 }
 
