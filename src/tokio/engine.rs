@@ -449,6 +449,7 @@ impl Engine {
     /// payload in one vectored write, as [`poll_write_lone`](Self::poll_write_lone) writes
     /// an owned message; what the socket does not take is queued (copied), and the poll is
     /// done.
+    #[inline(always)]
     pub(crate) fn poll_write_lent(
         &mut self,
         cx: &mut Context<'_>,
