@@ -71,7 +71,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use crate::codec::{MessageKind, OpCode};
-use crate::connection::{Connection, Raw, Replies, SendError};
+use crate::connection::{Batch, Connection, Raw, Replies, SendError};
 use crate::tokio::{
     self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Compression, Message, MessageRef,
     ServerConfig, WebSocket,
@@ -406,8 +406,12 @@ fn call<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
 /// [`Handler::on_message_ref`], one call after another, with panics caught; the batch
 /// stops at the first callback that closes, whose send failed, or after which the send
 /// queue is past its high-water mark (the messages not lent stay buffered: the next
-/// is received once the queue is back under the mark, as with owned messages). Messages that cannot be lent (chunk delivery's inflated scratch) go
-/// to it owned.
+/// is received once the queue is back under the mark, as with owned messages). Messages
+/// that cannot be lent (chunk delivery's inflated scratch) go to it owned.
+///
+/// Inlined into [`run`], a message alone (an echo's) with it; a batch is lent out of line
+/// ([`lend_batch`]).
+#[inline(always)]
 fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
     ws: &mut WebSocket<S>,
     sent: &mut Sent,
@@ -433,34 +437,55 @@ fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
             }
             r.map_err(|_| Error::Panicked)
         },
-        |(handler, sent), batch, replies| {
-            let mut socket = Socket {
-                sink: Sink::Replies(replies),
-                subprotocol,
-                sent,
-            };
-            let r = catch_unwind(AssertUnwindSafe(|| {
-                for msg in batch {
-                    handler.on_message_ref(&mut socket, msg);
-                    if socket.sent.close.is_some() || socket.sent.error.is_some() {
-                        break;
-                    }
-                    if let Sink::Replies(replies) = &socket.sink
-                        && !replies.has_room()
-                    {
-                        break;
-                    }
-                }
-            }));
-            if let Sink::Replies(replies) = &socket.sink {
-                socket.sent.lent = replies.held();
-            }
-            r.map_err(|_| Error::Panicked)
-        },
+        |(handler, sent), batch, replies| lend_batch(handler, sent, subprotocol, batch, replies),
     );
-    if let Some(r) = lent {
-        return r;
+    match lent {
+        Some(r) => r,
+        None => call_owned(ws, sent, handler, raw),
     }
+}
+
+/// [`call_batch`] for a batch of messages.
+#[inline(never)]
+fn lend_batch<H: Handler>(
+    handler: &mut H,
+    sent: &mut Sent,
+    subprotocol: Option<&str>,
+    batch: Batch<'_>,
+    replies: Replies<'_>,
+) -> Result<(), Error> {
+    let mut socket = Socket {
+        sink: Sink::Replies(replies),
+        subprotocol,
+        sent,
+    };
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        for msg in batch {
+            handler.on_message_ref(&mut socket, msg);
+            if socket.sent.close.is_some() || socket.sent.error.is_some() {
+                break;
+            }
+            if let Sink::Replies(replies) = &socket.sink
+                && !replies.has_room()
+            {
+                break;
+            }
+        }
+    }));
+    if let Sink::Replies(replies) = &socket.sink {
+        socket.sent.lent = replies.held();
+    }
+    r.map_err(|_| Error::Panicked)
+}
+
+/// [`call_batch`] for a message that cannot be lent: taken, and lent from the copy.
+#[inline(never)]
+fn call_owned<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
+    ws: &mut WebSocket<S>,
+    sent: &mut Sent,
+    handler: &mut H,
+    raw: Raw,
+) -> Result<(), Error> {
     let msg = ws.take_raw(raw);
     call(ws, sent, handler, |h, s| {
         h.on_message_ref(s, msg.as_message_ref())

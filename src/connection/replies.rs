@@ -246,6 +246,7 @@ impl Connection {
 impl Connection {
     /// The bytes at `at` in the receive buffer: a message lent and held as its own reply
     /// ([`Replies::held`]), for the IO layer to write straight from the buffer.
+    #[inline]
     pub(crate) fn lent_bytes(&self, at: core::ops::Range<usize>) -> &[u8] {
         &self.rx[at]
     }
