@@ -536,14 +536,20 @@ where
         // A borrowed callback's only reply, written straight from the receive buffer, is
         // written by the receive that follows (one future for both), unless the callback
         // also closed or a send failed.
-        let lent = match &sent.lent {
-            Some(_) if H::BORROWED && sent.close.is_none() && sent.error.is_none() => {
-                sent.queued = false;
-                sent.lent.take()
-            }
-            _ => None,
-        };
-        let delivered = if sent.settled(|| ws.has_room()) {
+        // Nothing is queued while a reply is held; with it taken, nothing else is left to
+        // deliver unless an owned callback's reply is held too.
+        let mut settled = false;
+        let mut lent = None;
+        if H::BORROWED
+            && sent.lent.is_some()
+            && sent.close.is_none()
+            && sent.error.is_none()
+        {
+            sent.queued = false;
+            lent = sent.lent.take();
+            settled = sent.first.is_none();
+        }
+        let delivered = if settled || sent.settled(|| ws.has_room()) {
             Ok(false)
         } else {
             deliver(&mut ws, &mut sent).await

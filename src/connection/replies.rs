@@ -25,9 +25,10 @@ pub(crate) struct Replies<'a> {
     /// (nothing more buffered, nothing queued, a server without permessage-deflate): a
     /// reply that is this very message is held ([`held`](Self::held)) to be written
     /// straight from the receive buffer, as `send` writes an owned message, instead of
-    /// being copied into the queue.
+    /// being copied into the queue. Only while the sends are not refused, and until the
+    /// first send (which may make it `held`).
     lone: Option<(&'a [u8], core::ops::Range<usize>)>,
-    held: Option<(MessageKind, core::ops::Range<usize>)>,
+    held: Option<(MessageKind, &'a [u8], core::ops::Range<usize>)>,
     /// [`Config::send_queue_high_water`](super::Config::send_queue_high_water).
     high_water: usize,
 }
@@ -61,26 +62,22 @@ impl Replies<'_> {
         payload: &[u8],
         compression: Compression,
     ) -> Result<(), SendError> {
-        if self.closed {
-            return Err(SendError::Closed);
-        }
-        if self.in_progress {
-            return Err(SendError::MessageInProgress);
-        }
-        if let Some((lent, at)) = &self.lone
-            && self.held.is_none()
+        // `lone` is there only for the first send of a connection that takes it (open,
+        // no message in progress).
+        if let Some((lent, _)) = &self.lone
             && compression != Compression::Always
             && core::ptr::eq(payload, *lent)
+            && let Some((lent, at)) = self.lone.take()
         {
             // The first reply, and it is the message lent: held.
-            self.held = Some((kind, at.clone()));
+            self.held = Some((kind, lent, at));
             return Ok(());
         }
         self.queue(kind, payload, compression)
     }
 
-    /// [`send`](Self::send) past its checks and the reply held: the held reply, then this
-    /// message, to the queue.
+    /// [`send`](Self::send) but for a reply held: refused, or the held reply and then this
+    /// message to the queue.
     #[inline(never)]
     fn queue(
         &mut self,
@@ -88,6 +85,12 @@ impl Replies<'_> {
         payload: &[u8],
         compression: Compression,
     ) -> Result<(), SendError> {
+        if self.closed {
+            return Err(SendError::Closed);
+        }
+        if self.in_progress {
+            return Err(SendError::MessageInProgress);
+        }
         self.queue_held();
         #[cfg(feature = "deflate")]
         if let Some(pmd) = self.deflate.as_deref_mut() {
@@ -130,7 +133,7 @@ impl Replies<'_> {
     /// A held reply goes to the queue (copied), ahead of what follows it; no reply is
     /// held from then on.
     fn queue_held(&mut self) {
-        if let (Some((kind, _)), Some((lent, _))) = (self.held.take(), self.lone.take()) {
+        if let Some((kind, lent, _)) = self.held.take() {
             // Copying into the queue cannot fail for a server (no masking key to draw).
             let _ = self.tx.tx().queue_slice(true, false, kind.opcode(), lent);
         }
@@ -149,7 +152,7 @@ impl Replies<'_> {
     /// where it lies ([`Connection::lone_header`], then the bytes at that range).
     #[inline]
     pub(crate) fn held(&self) -> Option<(MessageKind, core::ops::Range<usize>)> {
-        self.held.clone()
+        self.held.as_ref().map(|(kind, _, at)| (*kind, at.clone()))
     }
 }
 
