@@ -184,7 +184,6 @@ impl Connection {
     /// once (after a transport error the IO layer reports its own instead). After the
     /// peer's close (`auto_close` off, ours not sent) the connection is done without an
     /// error: the peer said goodbye, and nothing more could be received.
-    #[inline]
     pub(super) fn end_of_input(&mut self) -> Option<Error> {
         if !self.input_eof || self.is_closed() {
             return None;

@@ -247,6 +247,17 @@ impl Connection {
 }
 
 impl Connection {
+    /// The frame header of a reply held to be written from the receive buffer
+    /// ([`Replies::held`]), `len` bytes of `kind`. It is written before anything else is
+    /// done on the connection, which is then as it was when the reply was held (open,
+    /// nothing queued or in progress, a server without permessage-deflate): what
+    /// [`lone_header`](Self::lone_header) checks holds, and is not checked again.
+    #[inline]
+    pub(crate) fn lent_header(&self, kind: MessageKind, len: usize) -> crate::codec::HeaderBuf {
+        debug_assert!(self.lone_header(kind, len).is_some());
+        crate::codec::encode_header(true, false, kind.opcode(), None, len as u64)
+    }
+
     /// The bytes at `at` in the receive buffer: a message lent and held as its own reply
     /// ([`Replies::held`]), for the IO layer to write straight from the buffer.
     #[inline]

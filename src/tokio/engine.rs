@@ -457,10 +457,10 @@ impl Engine {
         kind: MessageKind,
         at: std::ops::Range<usize>,
     ) -> Result<(), Error> {
-        let header = match self.conn.lone_header(kind, at.len()) {
-            Some(h) if io.wr().is_write_vectored() => h,
-            _ => return self.send_with(|c| c.send_lent(kind, at)),
-        };
+        if !io.wr().is_write_vectored() {
+            return self.send_with(|c| c.send_lent(kind, at));
+        }
+        let header = self.conn.lent_header(kind, at.len());
         let payload = self.conn.lent_bytes(at.clone());
         let total = header.len() + payload.len();
         let (written, result) = match poll_write_frame(cx, io, header.as_slice(), payload) {
