@@ -540,11 +540,7 @@ where
         // deliver unless an owned callback's reply is held too.
         let mut settled = false;
         let mut lent = None;
-        if H::BORROWED
-            && sent.lent.is_some()
-            && sent.close.is_none()
-            && sent.error.is_none()
-        {
+        if H::BORROWED && sent.lent.is_some() && sent.close.is_none() && sent.error.is_none() {
             sent.queued = false;
             lent = sent.lent.take();
             settled = sent.first.is_none();

@@ -220,7 +220,16 @@ impl Connection {
         // One call of each of `one` and `many`, so that both are inlined here.
         let payload: &[u8] = match loc {
             Loc::Rx(at) => {
-                if runs && matches!(raw, Raw::Data { first: true, fin: true, .. }) {
+                if runs
+                    && matches!(
+                        raw,
+                        Raw::Data {
+                            first: true,
+                            fin: true,
+                            ..
+                        }
+                    )
+                {
                     let msg = MessageRef::from_data(*kind, &front[at.clone()]);
                     let rules = self.decoder.batch_rules();
                     let batch = Batch::with_run(
