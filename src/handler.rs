@@ -535,9 +535,8 @@ where
         }
         // A borrowed callback's only reply, written straight from the receive buffer, is
         // written by the receive that follows (one future for both), unless the callback
-        // also closed or a send failed.
-        // Nothing is queued while a reply is held; with it taken, nothing else is left to
-        // deliver unless an owned callback's reply is held too.
+        // also closed or a send failed. Nothing is queued while a reply is held: with it
+        // taken, nothing else is left to deliver unless an owned reply is held too.
         let mut settled = false;
         let mut lent = None;
         if H::BORROWED && sent.lent.is_some() && sent.close.is_none() && sent.error.is_none() {

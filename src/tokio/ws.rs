@@ -699,11 +699,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     }
 
     /// For the handler API's borrowed callback: [`recv_raw`](Self::recv_raw) after its
-    /// only reply (if `lent` is one), the message lent at `lent` itself, was written straight from the receive
-    /// buffer ([`Engine::poll_write_lent`], on the first poll, before anything is read):
-    /// one future for the reply and the next receive. An error of that write is returned
-    /// as the receive's; `Closed` (nothing written) is not, the receive reporting how the
-    /// connection ended.
+    /// only reply (if `lent` holds one), the message lent at `lent` itself, was written
+    /// straight from the receive buffer ([`Engine::poll_write_lent`], on the first poll,
+    /// before anything is read): one future for the reply and the next receive. An error
+    /// of that write is returned as the receive's; `Closed` (nothing written) is not, the
+    /// receive reporting how the connection ended.
     pub(crate) fn recv_raw_after(
         &mut self,
         mut lent: Option<(MessageKind, std::ops::Range<usize>)>,
