@@ -25,6 +25,10 @@
 #   AUTOBAHN_SERVER_ARGS         arguments for the server testee binary, e.g. "--split"
 #   AUTOBAHN_CLIENT_CARGO_FLAGS  extra cargo flags for building the client testee
 #   AUTOBAHN_CLIENT_ARGS         arguments for the client testee binary
+#   AUTOBAHN_EXAMPLE_PREFIX      build the examples `<prefix>autobahn_server` and
+#                                `<prefix>autobahn_client` instead (e.g. "tungstenite_" with
+#                                "-p rapidws-tungstenite" in the cargo flags: the drop-in
+#                                crate's testees)
 #   AUTOBAHN_SERVER_CMD          run this shell command as the server testee instead of
 #                                building the example (for checking the harness or a peer);
 #                                it finds its port in $AUTOBAHN_PORT
@@ -222,7 +226,7 @@ run_server_role() {
     local exe=""
     # Build first: the port is picked just before the testee binds it.
     if [[ -z "${AUTOBAHN_SERVER_CMD:-}" ]]; then
-        exe="$(build_example autobahn_server "${AUTOBAHN_SERVER_CARGO_FLAGS:-}")" || return 1
+        exe="$(build_example "${AUTOBAHN_EXAMPLE_PREFIX:-}autobahn_server" "${AUTOBAHN_SERVER_CARGO_FLAGS:-}")" || return 1
     fi
     local server_port="${AUTOBAHN_SERVER_PORT:-}"
     if [[ -z "$server_port" ]]; then server_port="$(free_port)" || return 1; fi
@@ -270,7 +274,7 @@ run_client_role() {
     local exe=""
     # Build first: the port is picked just before wstest binds it.
     if [[ -z "${AUTOBAHN_CLIENT_CMD:-}" ]]; then
-        exe="$(build_example autobahn_client "${AUTOBAHN_CLIENT_CARGO_FLAGS:-}")" || return 1
+        exe="$(build_example "${AUTOBAHN_EXAMPLE_PREFIX:-}autobahn_client" "${AUTOBAHN_CLIENT_CARGO_FLAGS:-}")" || return 1
     fi
     local client_port="${AUTOBAHN_CLIENT_PORT:-}"
     if [[ -z "$client_port" ]]; then client_port="$(free_port)" || return 1; fi

@@ -8,6 +8,7 @@
 #        bash benches/callgrind.sh echo_rapidws 1024 --handler
 #        bash benches/callgrind.sh echo_rapidws 1024 --handler-ref
 #        CONNS=100 KIND=text bash benches/callgrind.sh echo_wtx 16384
+#        CONNS=200 RATE=2.5 MEASURE=10 WARM=4 bash benches/callgrind.sh echo_rapidws 1024
 #        CONNS=1 INFLIGHT=64 COUNT=rapidws::handler::call \
 #            bash benches/callgrind.sh echo_rapidws 1024 --handler
 #        CONNS=1 INFLIGHT=64 COUNT=on_message_ref \
@@ -119,8 +120,12 @@ valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
 pid=$!
 for _ in $(seq 400); do grep -q '^READY ' "$ready" && break; sleep 0.05; done
 port="$(awk '/^READY /{print $2; exit}' "$ready")"
+# RATE: each connection sends RATE messages a second on its own schedule (the open-loop
+# shape of a server whose connections send now and then) instead of the next one as soon
+# as the echo is back.
+[[ -n "${RATE:-}" ]] && loadargs+=(--rate "$RATE")
 "$bin/load" --port "$port" --server-pid "$pid" --label callgrind --kind "$kind" --size "$size" \
-    --conns "$conns" --inflight "$inflight" --warmup 0 --measure 5 "${loadargs[@]}" >/dev/null 2>&1 &
+    --conns "$conns" --inflight "$inflight" --warmup 0 --measure "${MEASURE:-5}" "${loadargs[@]}" >/dev/null 2>&1 &
 load=$!
 sleep "$warm"
 callgrind_control -i on "$pid" >/dev/null
@@ -137,6 +142,7 @@ if ((calls == 0)); then
     exit 1
 fi
 label="$server $size B x $conns"
+[[ -n "${RATE:-}" ]] && label+=" x $RATE msg/s"
 ((inflight > 1)) && label+=" x $inflight in flight"
 python3 -c "import sys; t, c = map(int, sys.argv[1:]); print(f'$label: {t / c:.0f} instructions per echo ({c} echoes, {t} instructions)')" "$total" "$calls"
 echo "profile: $out (callgrind_annotate $out)"

@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
 # Loopback benchmark of rapidws against its peers, with one command:
 #
-#   bash benches/run.sh            the whole matrix (about 15 minutes on 2 cores: 215 echo
-#                                  cells, 11 idle runs, 3 rounds of 60 firehose runs)
-#   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B)
+#   bash benches/run.sh            the whole matrix (about 24 minutes on 2 cores: 215 echo
+#                                  cells, 11 idle runs, 12 rate cells of 10,000 connections
+#                                  (about 25 s each), 5 cells of 256 KiB x 10,000 (about
+#                                  45 s each), 3 rounds of 60 firehose runs)
+#   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B;
+#                                  no rate or 256 KiB x 10,000 cells)
 #
 # It builds benches/load (its own workspace: the load tool, one echo server per library, the
 # firehose server and client) in release mode once, then
 # - echo: for every cell of the matrix runs every server variant in turn (started fresh,
 #   pinned to core 0) under the load tool (pinned to core 1): echoes per server CPU-second;
 # - idle: the server memory per idle connection of every server;
+# - rate: open loop, every connection sending on its own schedule (load --rate): for each
+#   of RATES messages/s per connection, RATE_CONNS connections x 1 KiB binary against
+#   RATE_SERVERS: answered rate, latency from the intended send time, server CPU %, EER
+#   (echoes/s per server CPU %), server peak RSS, the load tool's own CPU;
+# - big: 256 KiB binary, one message in flight on each of BIG_CONNS connections, against
+#   BIG_SERVERS (closed loop, as the echo cells): echoes per server CPU-second and the
+#   server's peak RSS;
 # - firehose: in each of FH_ROUNDS rounds, for every message size, every client in a new
 #   random order (pinned to core 1) reads from a fresh firehose_server (core 0) that writes
 #   pre-encoded frames in 256 KiB writes, and the in-memory readers go over the same bytes:
 #   messages per client CPU-second, the best round of each client reported (a round that
 #   another tenant of the machine slowed is never the best, for any client);
-# writes the raw rows to benches/results/{echo,idle,firehose}.csv and
-# benches/results/meta.json, and runs benches/plot.py, which regenerates the generated
+# writes the raw rows to benches/results/{echo,idle,rate,big,firehose}.csv and
+# benches/results/meta.json, and runs benches/plot.py (which reads echo, idle and
+# firehose; rate.csv and big.csv are raw rows only), which regenerates the generated
 # parts of benches/RESULTS.md (echo matrix, pipelined echo, echo with permessage-deflate,
 # idle memory, firehose client), benches/results/TABLES.md and the SVG charts.
 #
@@ -24,6 +35,20 @@
 #   WARMUP, MEASURE   seconds per echo cell (default 0.5 and 2)
 #   SERVERS           space-separated subset of the server labels below (default all)
 #   IDLE_CONNS        connections of the idle-memory run (default 10000; 0 skips it)
+#   RATES             messages/s per connection of the rate cells (default "2.5 5"; quick
+#                     and empty skip them)
+#   RATE_CONNS        connections of the rate cells (default 10000)
+#   RATE_SERVERS      server labels of the rate cells (default rapidws rapidws-handler
+#                     rapidws-handler-ref fastwebsockets tokio-websockets raw-tcp)
+#   RATE_WARMUP, RATE_MEASURE  seconds per rate cell (default 5 and 10)
+#   BIG_CONNS         connections of the 256 KiB cell (default 10000; quick and 0 skip it)
+#   BIG_SERVERS       server labels of the 256 KiB cell (default rapidws rapidws-unbounded
+#                     rapidws-stream rapidws-handler-ref fastwebsockets; -unbounded is rapidws
+#                     without its default 1 GiB memory budget and 30 s message deadline,
+#                     which 2.5 GiB of messages in flight can meet)
+#   BIG_WARMUP, BIG_MEASURE    seconds of the 256 KiB cell (default 15 and 15: one round
+#                     of 10,000 x 256 KiB took 6 s here, and the warm-up must see the
+#                     first ones through)
 #   FIREHOSE_SIZES    message sizes of the firehose, N or LO-HI (default "50 64 256 500
 #                     50-500", quick "64 256"; empty skips it)
 #   FIREHOSE_CLIENTS  space-separated subset of the firehose clients below (default all)
@@ -48,9 +73,20 @@ MEASURE="${MEASURE:-2}"
 IDLE_CONNS="${IDLE_CONNS:-10000}"
 if [[ "$profile" == quick ]]; then
     FIREHOSE_SIZES="${FIREHOSE_SIZES-64 256}"
+    RATES="${RATES-}"
+    BIG_CONNS="${BIG_CONNS:-0}"
 else
     FIREHOSE_SIZES="${FIREHOSE_SIZES-50 64 256 500 50-500}"
+    RATES="${RATES-2.5 5}"
+    BIG_CONNS="${BIG_CONNS:-10000}"
 fi
+RATE_CONNS="${RATE_CONNS:-10000}"
+RATE_SERVERS="${RATE_SERVERS:-rapidws rapidws-handler rapidws-handler-ref fastwebsockets tokio-websockets raw-tcp}"
+RATE_WARMUP="${RATE_WARMUP:-5}"
+RATE_MEASURE="${RATE_MEASURE:-10}"
+BIG_SERVERS="${BIG_SERVERS:-rapidws rapidws-unbounded rapidws-stream rapidws-handler-ref fastwebsockets}"
+BIG_WARMUP="${BIG_WARMUP:-15}"
+BIG_MEASURE="${BIG_MEASURE:-15}"
 FH_WARMUP="${FH_WARMUP:-0.5}"
 FH_MEASURE="${FH_MEASURE:-1}"
 FH_ROUNDS="${FH_ROUNDS:-3}"
@@ -76,6 +112,25 @@ ALL_SERVERS=(
     "yawc-deflate|echo_yawc|--deflate|--deflate|std"
 )
 CORE_CELLS=" binary|1024|1|1 binary|1024|100|1 binary|1024|1000|1 binary|16384|100|1 binary|1024|1|64 "
+# Variants only the rate and 256 KiB cells run (same format; not in the echo matrix).
+EXTRA_SERVERS=(
+    "rapidws-stream|echo_rapidws|--stream||none"
+    "rapidws-unbounded|echo_rapidws|--unbounded||none"
+    "rapidws-tungstenite|echo_rapidws_tungstenite|||none"
+)
+# server_spec LABEL: the line of ALL_SERVERS or EXTRA_SERVERS for LABEL, if SERVERS (when
+# set) has it.
+server_spec() {
+    local s
+    [[ -z "${SERVERS:-}" || " $SERVERS " == *" $1 "* ]] || return 1
+    for s in "${ALL_SERVERS[@]}" "${EXTRA_SERVERS[@]}"; do
+        if [[ "${s%%|*}" == "$1" ]]; then
+            echo "$s"
+            return 0
+        fi
+    done
+    return 1
+}
 # HttpArena's echo-ws-pipeline shape: 5-byte text, 16 messages in flight per connection.
 ARENA_CELLS=" text|5|512|16 text|5|4096|16 "
 
@@ -128,7 +183,12 @@ echo_csv="$results/echo.csv"
 idle_csv="$results/idle.csv"
 log="$results/run.log"
 : >"$log"
-echo "server,payload,size,conns,inflight,deflate,seconds,msgs,msgs_per_s,mb_per_s,p50_us,p99_us,server_user_s,server_sys_s,echoes_per_cpu_s,client_cpu_s,wire_bytes_per_echo,errors" >"$echo_csv"
+echo_header="server,payload,size,conns,inflight,deflate,seconds,msgs,msgs_per_s,mb_per_s,p50_us,p99_us,server_user_s,server_sys_s,echoes_per_cpu_s,client_cpu_s,wire_bytes_per_echo,errors,server_peak_rss_bytes"
+echo "$echo_header" >"$echo_csv"
+rate_csv="$results/rate.csv"
+echo "server,payload,size,conns,rate_per_conn,deflate,seconds,offered_per_s,sent_per_s,answered_per_s,p50_us,p99_us,p999_us,max_us,send_lag_p50_us,send_lag_p99_us,server_user_s,server_sys_s,server_cpu_pct,eer,server_peak_rss_bytes,client_cpu_s,client_cpu_pct,pending_at_end,errors" >"$rate_csv"
+big_csv="$results/big.csv"
+echo "$echo_header" >"$big_csv"
 echo "server,conns,rss_before_bytes,rss_after_bytes,bytes_per_conn,errors" >"$idle_csv"
 firehose_csv="$results/firehose.csv"
 echo "client,size,seconds,msgs,msgs_per_s,mb_per_s,client_user_s,client_sys_s,msgs_per_cpu_s,server_cpu_s,errors" >"$firehose_csv"
@@ -223,6 +283,58 @@ if ((IDLE_CONNS > 0)); then
     done
 fi
 
+# Rate cells: rate by rate, every server in turn, each started fresh.
+rate_start=$SECONDS
+if [[ -n "$RATES" ]] && ((RATE_CONNS > max_conns)); then
+    echo "SKIPPED: rate cells of $RATE_CONNS connections (descriptor limit $(ulimit -n))" | tee -a "$log" >&2
+    skipped=$((skipped + 1))
+    RATES=""
+fi
+for rate in $RATES; do
+    for label in $RATE_SERVERS; do
+        spec="$(server_spec "$label")" || continue
+        IFS='|' read -r label binary sargs largs which <<<"$spec"
+        start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
+        # shellcheck disable=SC2086 # largs is a list.
+        if ! timeout --kill-after=5 $((${RATE_WARMUP%.*} + ${RATE_MEASURE%.*} + 90)) \
+            taskset -c 1 "$bin/load" --rate "$rate" --port "$port" --server-pid "$server_pid" \
+            --label "$label" --kind binary --size 1024 --conns "$RATE_CONNS" \
+            --warmup "$RATE_WARMUP" --measure "$RATE_MEASURE" $largs >>"$rate_csv" 2> >(tee -a "$log" >&2); then
+            echo "FAILED: rate $label $rate/s x$RATE_CONNS" | tee -a "$log" >&2
+            failures=$((failures + 1))
+        fi
+        stop_server
+        sleep 0.5
+    done
+done
+rate_seconds=$((SECONDS - rate_start))
+
+# The 256 KiB cell: one message in flight on each connection, closed loop.
+big_start=$SECONDS
+if ((BIG_CONNS > max_conns)); then
+    echo "SKIPPED: 256 KiB cell of $BIG_CONNS connections (descriptor limit $(ulimit -n))" | tee -a "$log" >&2
+    skipped=$((skipped + 1))
+    BIG_CONNS=0
+fi
+if ((BIG_CONNS > 0)); then
+    for label in $BIG_SERVERS; do
+        spec="$(server_spec "$label")" || continue
+        IFS='|' read -r label binary sargs largs which <<<"$spec"
+        start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
+        # shellcheck disable=SC2086 # largs is a list.
+        if ! timeout --kill-after=5 $((${BIG_WARMUP%.*} + ${BIG_MEASURE%.*} + 90)) \
+            taskset -c 1 "$bin/load" --port "$port" --server-pid "$server_pid" --label "$label" \
+            --kind binary --size 262144 --conns "$BIG_CONNS" --inflight 1 \
+            --warmup "$BIG_WARMUP" --measure "$BIG_MEASURE" $largs >>"$big_csv" 2> >(tee -a "$log" >&2); then
+            echo "FAILED: big $label 256 KiB x$BIG_CONNS" | tee -a "$log" >&2
+            failures=$((failures + 1))
+        fi
+        stop_server
+        sleep 0.5
+    done
+fi
+big_seconds=$((SECONDS - big_start))
+
 # Firehose: round by round and size by size, every client in a new order, each against a
 # fresh server (the in-memory readers need none).
 fh_start=$SECONDS
@@ -272,6 +384,15 @@ cat >"$results/meta.json" <<EOF
   "load_start": "$load_start",
   "load_end": "$(cut -d' ' -f1-3 /proc/loadavg)",
   "echo_seconds": $echo_seconds,
+  "rates": "$RATES",
+  "rate_conns": $RATE_CONNS,
+  "rate_warmup_s": $RATE_WARMUP,
+  "rate_measure_s": $RATE_MEASURE,
+  "rate_seconds": $rate_seconds,
+  "big_conns": $BIG_CONNS,
+  "big_warmup_s": $BIG_WARMUP,
+  "big_measure_s": $BIG_MEASURE,
+  "big_seconds": $big_seconds,
   "firehose_seconds": $firehose_seconds,
   "seconds": $((SECONDS - start)),
   "skipped": $skipped,

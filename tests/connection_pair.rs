@@ -235,6 +235,31 @@ fn a_whole_message_is_sent_by_its_kind_and_the_clock_is_read_for_a_close_only() 
 }
 
 #[test]
+fn a_1005_close_without_a_reason_is_sent_as_a_close_frame_without_a_code() {
+    let mut p = Pair::new();
+    let now = p.now;
+    let no_code = Message::Close(Some(CloseFrame::new(CloseCode::NO_STATUS, "")));
+    p.client
+        .send_message(no_code, rapidws::Compression::Auto, || now)
+        .unwrap();
+    pump(&mut p.client, &mut p.server, p.now);
+    // The frame a code-less close is reported as, so echoing it sends it back as it came.
+    assert_eq!(drain(&mut p.server), [Ok(OwnedEvent::Close(None))]);
+    assert_eq!(
+        p.server.peer_close().map(|c| c.code),
+        Some(CloseCode::NO_STATUS)
+    );
+    // With a reason, or through `close`, 1005 is still refused.
+    let mut p = Pair::new();
+    let with_reason = Message::Close(Some(CloseFrame::new(CloseCode::NO_STATUS, "r")));
+    assert_eq!(
+        p.client
+            .send_message(with_reason, rapidws::Compression::Auto, || now),
+        Err(SendError::InvalidCloseCode(CloseCode::NO_STATUS))
+    );
+}
+
+#[test]
 fn close_initiated_by_client() {
     let mut p = Pair::new();
     p.client.close(p.now, CloseCode::NORMAL, "bye").unwrap();
@@ -997,7 +1022,10 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
     }
     c.reserve_read();
     c.read_would_block();
-    assert!(c.recv_buffer().capacity() > 0, "a busy connection keeps its buffer");
+    assert!(
+        c.recv_buffer().capacity() > 0,
+        "a busy connection keeps its buffer"
+    );
     assert_eq!(c.poll_timeout(), Some(now + Duration::from_millis(250)));
 
     // Small messages now and then (a second apart): the buffer goes to the stock, and with

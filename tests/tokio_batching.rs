@@ -202,6 +202,14 @@ async fn messages_arrive_whole_through_partial_and_refused_writes() {
         };
         let mut server = WebSocket::from_raw(trickle, Role::Server, &Config::default(), &[]);
         let mut client = WebSocket::from_raw(a, Role::Client, &Config::default(), &[]);
+        // A byte a write, every other write refused: 70,000 bytes would be 140,000 polls
+        // per message, 10-15 s of a debug build on its own and past the step's bound on a
+        // starved machine. The other limits take it; a byte a write takes the rest.
+        let sizes: Vec<usize> = sizes
+            .iter()
+            .copied()
+            .filter(|&n| limit > 1 || n <= 4096)
+            .collect();
         let expected: Vec<Vec<u8>> = sizes
             .iter()
             .chain(sizes.iter())

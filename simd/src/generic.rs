@@ -36,8 +36,9 @@ pub(crate) trait Vector: Copy {
     const ENTRY_ASCII: usize = 0;
     /// Whether the UTF-8 kernel first skips an ASCII prefix in runs of [`ascii_run`]
     /// bytes, before it sets up the check ([`validate`]). On an AVX2-only AMD EPYC VM
-    /// (256-bit operations at half the 128-bit rate), `cargo bench --bench kernels_min
-    /// -- utf8/`: ASCII text of 256 bytes in 10.5 ns with it and 18.1 without
+    /// (256-bit operations at half the 128-bit rate),
+    /// `cargo bench -p rapidws-integration --bench kernels_min -- utf8/`: ASCII text of
+    /// 256 bytes in 10.5 ns with it and 18.1 without
     /// (simdutf8: 10.8), text with a rare non-ASCII character 14.1 and 20.0, mixed
     /// text 52 and 50. The other ISAs keep the one path until measured on their CPUs.
     const ASCII_PREFIX: bool = false;
@@ -104,8 +105,8 @@ pub(crate) trait Vector: Copy {
     /// hardware prefetcher keeps up with 32-byte vectors (two accesses per cache line)
     /// but not, on the Intel Xeon this was measured on, with 64-byte ones past L2: AVX-512
     /// masking of 16 MiB took 0.82-0.90x the time of AVX2's without the hint, 0.99-1.00x
-    /// with it 8 KiB ahead (`cargo bench --bench kernels_min -- mask/`). The same hint
-    /// made the AVX2 loop slower.
+    /// with it 8 KiB ahead (`cargo bench -p rapidws-integration --bench kernels_min --
+    /// mask/`). The same hint made the AVX2 loop slower.
     const PREFETCH_AHEAD: usize = 0;
     /// Hints that the cache line at `p` is about to be read; `p` need not be valid.
     /// # Safety

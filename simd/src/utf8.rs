@@ -443,7 +443,7 @@ impl Validator {
 /// result to `validator`.
 ///
 /// This is [`crate::mask::apply`] followed by [`Validator::feed`], two passes over
-/// `buf`. Both single-pass alternatives measured slower (`benches/kernels.rs`,
+/// `buf`. Both single-pass alternatives measured slower (`integration/benches/kernels.rs`,
 /// `unmask_validate` groups; see `benches/RESULTS.md`, Kernels): a kernel that validated
 /// the unmasked vectors in registers needs the shuffles for the bytes before each vector
 /// that the validator instead loads from memory, and alternating the two passes over

@@ -366,10 +366,14 @@ impl Connection {
         if self.rx.is_empty() && self.rx.capacity() > 0 {
             self.rx_stocked = true;
             let rx = std::mem::take(&mut self.rx);
+            // One too small for a read of this connection's (the exactly-sized first
+            // buffer of a new one) is freed: no read would take it from the stock, where
+            // it would only hold a place.
+            let least = self.read_size as usize;
             if std::mem::take(&mut self.rx_shared) {
-                stock::give(Shelf::Recv, rx);
+                stock::give(Shelf::Recv, rx, least);
             } else {
-                stock::give_unshared(Shelf::Recv, rx);
+                stock::give_unshared(Shelf::Recv, rx, least);
             }
         }
         self.out.stock_spare();

@@ -396,7 +396,7 @@ impl OutQueue {
     pub(crate) fn stock_spare(&mut self) {
         if let Some(chunk) = self.spare.take() {
             // Only ever read through slices: never shared.
-            super::stock::give_unshared(super::stock::Shelf::Send, chunk);
+            super::stock::give_unshared(super::stock::Shelf::Send, chunk, CHUNK_MIN);
         }
         if self.control.is_empty() && self.control.capacity() > 0 {
             self.control = VecDeque::new();

@@ -248,6 +248,11 @@ impl Connection {
     /// copied), a ping or pong as [`ping`](Self::ping) and [`pong`](Self::pong), a close
     /// as [`close`](Self::close) at `now()` (no frame: 1000, no reason; the clock is read
     /// for a close only). Fails like those.
+    ///
+    /// A close frame with [`CloseCode::NO_STATUS`] (1005) and no reason, which
+    /// [`close`](Self::close) refuses, sends a close frame without a status code: the frame
+    /// a peer's code-less close is reported as (RFC 6455 7.1.5), so that echoing it sends
+    /// it back as it came (what tungstenite-compatible layers need).
     #[inline]
     pub fn send_message(
         &mut self,
@@ -262,6 +267,11 @@ impl Connection {
             Message::Binary(b) => self.send_bytes_with(MessageKind::Binary, b, compression),
             Message::Ping(p) => self.ping(&p),
             Message::Pong(p) => self.pong(&p),
+            Message::Close(Some(f)) if f.code == CloseCode::NO_STATUS && f.reason.is_empty() => {
+                self.check_open()?;
+                self.now = now();
+                self.queue_close(None, "")
+            }
             Message::Close(Some(f)) => self.close(now(), f.code, f.reason.as_str()),
             Message::Close(None) => self.close(now(), CloseCode::NORMAL, ""),
         }

@@ -57,9 +57,9 @@ pub(super) fn take(shelf: Shelf, min: usize) -> Option<BytesMut> {
 }
 
 /// Keeps `buf` for reuse if it is empty, owned by nobody else (a message split off it may
-/// still be alive: then it is dropped, and the message frees the memory), at most
-/// [`MAX_BUFFER`] counting its whole allocation, and the stock has room.
-pub(super) fn give(shelf: Shelf, mut buf: BytesMut) {
+/// still be alive: then it is dropped, and the message frees the memory), of `least` to
+/// [`MAX_BUFFER`] bytes counting its whole allocation, and the stock has room.
+pub(super) fn give(shelf: Shelf, mut buf: BytesMut, least: usize) {
     if !buf.is_empty() || buf.capacity() == 0 {
         return;
     }
@@ -74,7 +74,7 @@ pub(super) fn give(shelf: Shelf, mut buf: BytesMut) {
             Err(_) => return,
         }
     }
-    keep(shelf, buf);
+    keep(shelf, buf, least);
 }
 
 /// [`give`] for a buffer the caller knows no `Bytes` shares (nothing was ever split off
@@ -82,7 +82,7 @@ pub(super) fn give(shelf: Shelf, mut buf: BytesMut) {
 /// a shared handle, which for a view at the start of its allocation costs an allocation
 /// and a free.
 #[inline]
-pub(super) fn give_unshared(shelf: Shelf, mut buf: BytesMut) {
+pub(super) fn give_unshared(shelf: Shelf, mut buf: BytesMut, least: usize) {
     if !buf.is_empty() || buf.capacity() == 0 {
         return;
     }
@@ -90,14 +90,15 @@ pub(super) fn give_unshared(shelf: Shelf, mut buf: BytesMut) {
     // one at the start already stays as it is.
     let cap = buf.capacity();
     let _ = buf.try_reclaim(cap + 1);
-    keep(shelf, buf);
+    keep(shelf, buf, least);
 }
 
-/// Puts a whole, empty, unshared buffer in the stock, if it is small enough and the
+/// Puts a whole, empty, unshared buffer in the stock, if it holds at least `least` bytes
+/// (a smaller one would only take a place no taker wants), at most [`MAX_BUFFER`], and the
 /// stock has room.
 #[inline]
-fn keep(shelf: Shelf, buf: BytesMut) {
-    if buf.capacity() > MAX_BUFFER {
+fn keep(shelf: Shelf, buf: BytesMut, least: usize) {
+    if buf.capacity() < least || buf.capacity() > MAX_BUFFER {
         return;
     }
     let _ = STOCK.try_with(|s| {
@@ -123,7 +124,7 @@ mod tests {
         buf.extend_from_slice(&[1; 16 * 1024]);
         let message = buf.split_to(16 * 1024).freeze();
         drop(message);
-        give(Shelf::Recv, buf);
+        give(Shelf::Recv, buf, 0);
         let again = take(Shelf::Recv, 32 * 1024).expect("the buffer was stocked");
         assert_eq!(
             again.as_ptr(),
@@ -144,7 +145,7 @@ mod tests {
             buf.capacity() > 16 * 1024,
             "plenty of spare room in the view"
         );
-        give(Shelf::Recv, buf);
+        give(Shelf::Recv, buf, 0);
         assert_eq!(stock_len(), before);
         assert_eq!(&message[..], &[1; 100][..]);
     }
@@ -152,23 +153,34 @@ mod tests {
     #[test]
     fn a_buffer_too_large_or_not_empty_is_not_kept() {
         let before = stock_len();
-        give(Shelf::Recv, BytesMut::with_capacity(MAX_BUFFER * 2));
+        give(Shelf::Recv, BytesMut::with_capacity(MAX_BUFFER * 2), 0);
         let mut full = BytesMut::with_capacity(1024);
         full.extend_from_slice(b"x");
-        give(Shelf::Recv, full);
+        give(Shelf::Recv, full, 0);
         assert_eq!(stock_len(), before);
     }
 
     #[test]
     fn take_wants_a_large_enough_buffer_and_the_stock_is_bounded() {
         while take(Shelf::Recv, 0).is_some() {}
-        give(Shelf::Recv, BytesMut::with_capacity(1024));
+        give(Shelf::Recv, BytesMut::with_capacity(1024), 0);
         assert!(take(Shelf::Recv, 4096).is_none(), "too small for the read");
         assert!(take(Shelf::Recv, 1024).is_some());
         for _ in 0..MAX_BUFFERS * 2 {
-            give(Shelf::Recv, BytesMut::with_capacity(1024));
+            give(Shelf::Recv, BytesMut::with_capacity(1024), 0);
         }
         assert_eq!(stock_len(), MAX_BUFFERS);
+        while take(Shelf::Recv, 0).is_some() {}
+    }
+
+    #[test]
+    fn a_buffer_too_small_for_its_takers_is_not_kept() {
+        let before = stock_len();
+        give(Shelf::Recv, BytesMut::with_capacity(200), 4096);
+        give_unshared(Shelf::Recv, BytesMut::with_capacity(200), 4096);
+        assert_eq!(stock_len(), before, "no read of 4 KiB would take them");
+        give_unshared(Shelf::Recv, BytesMut::with_capacity(4096), 4096);
+        assert_eq!(stock_len(), before + 1);
         while take(Shelf::Recv, 0).is_some() {}
     }
 }

@@ -39,10 +39,13 @@
 //! this layer reads into its buffer, writes its frames (header and payload in one
 //! vectored write, many frames per write), and runs its timers on tokio's clock.
 //!
-//! Memory: whenever the socket has nothing to read, a connection gives back its empty
-//! receive buffer and its queues' storage, so an idle connection holds only its fixed
-//! state (about 2.4 KiB per idle server connection in all, task and socket included;
-//! see `benches/RESULTS.md`).
+//! Memory: a connection that sends now and then gives its empty receive buffer and output
+//! chunk to a per-thread stock whenever the socket has nothing more to read, and takes one
+//! back with its next message; a busy one keeps them between messages and gives them back
+//! a moment after it goes quiet. So an idle connection holds only its fixed state (about
+//! 2.4 KiB per idle server connection in all, task and socket included; see
+//! `benches/RESULTS.md`), and one that sends now and then neither allocates nor arms a
+//! timer per message.
 
 mod client;
 mod engine;

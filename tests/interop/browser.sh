@@ -9,8 +9,12 @@
 # BROWSER_SERVER_ARGS are passed to the example (e.g. "--no-deflate"); BROWSER_EXPECT_DEFLATE=1
 # or 0 makes the page check that permessage-deflate was (or was not) agreed.
 #
-# BROWSER_H2=1: WebSockets over HTTP/2 (RFC 8441). Builds and starts `--example axum_h2`
-# (axum with HTTP/1.1 and HTTP/2 over TLS, a fresh self-signed certificate, 127.0.0.1:9443);
+# BROWSER_H2=1: WebSockets over HTTP/2 (RFC 8441). Builds and starts `-p rapidws-integration
+# --example axum_h2` (axum with HTTP/1.1 and HTTP/2 over TLS, a fresh self-signed
+# certificate, 127.0.0.1:9443) in the dev profile: an example of that package builds all its
+# dev-dependencies (the peer libraries, criterion, hyper, axum, rustls), which in the dev
+# profile are the ones `cargo test --workspace` builds, and in release would be about 110
+# crates more to compile for this one run;
 # Chromium loads https://localhost:9443/ over h2 and opens wss:// to /ws (deflate) and
 # /ws/plain (none) on that connection; the server's log must record both as HTTP/2
 # extended CONNECTs, none as an HTTP/1.1 upgrade, and both closed with 1000. With a URL
@@ -29,13 +33,15 @@ h2="${BROWSER_H2:-0}"
 if [[ "$h2" == 1 ]]; then
     port=9443
     example=axum_h2
-    features=(--features axum,tokio-rustls)
+    build=(-p rapidws-integration --features axum,tokio-rustls)
+    profile=debug
     cert="$(mktemp -t rapidws-browser-cert.XXXXXX)"
     example_args="--port $port --write-cert $(printf '%q' "$cert")"
 else
     port=9001
     example=echo_server
-    features=()
+    build=(--release)
+    profile=release
     example_args="${BROWSER_SERVER_ARGS:-}"
 fi
 
@@ -69,8 +75,8 @@ if [[ -z "$url" ]]; then
     if [[ -n "${BROWSER_SERVER_CMD:-}" ]]; then
         cmd="$BROWSER_SERVER_CMD"
     else
-        (cd "$repo" && cargo build --release --example "$example" "${features[@]}")
-        exe="${CARGO_TARGET_DIR:-$repo/target}/release/examples/$example"
+        (cd "$repo" && cargo build --example "$example" "${build[@]}")
+        exe="${CARGO_TARGET_DIR:-$repo/target}/$profile/examples/$example"
         cmd="$(printf '%q' "$exe") $example_args"
     fi
     log="$(mktemp -t rapidws-browser-server.XXXXXX)"

@@ -14,7 +14,7 @@
 //   BROWSER_CERT=cert.pem node tests/interop/browser_test.js https://localhost:9443/
 //
 // HTTP/2 mode (RFC 8441): loads the page at that https:// URL from the server itself (an
-// app with HTTP/1.1 and HTTP/2 over TLS, examples/axum_h2.rs), checks that it came over
+// app with HTTP/1.1 and HTTP/2 over TLS, integration/examples/axum_h2.rs), checks that it came over
 // h2, and runs the same checks on wss://<same origin>/ws (permessage-deflate expected)
 // and on wss://<same origin>/ws/plain (declined), which Chromium opens as streams of that
 // HTTP/2 connection. BROWSER_CERT is the server's self-signed certificate, trusted by its

@@ -8,6 +8,7 @@
 //!
 //! ```text
 //! echo_<lib> [--port P] [--deflate] [--level N] [--split] [--feed] [--handler] [--handler-ref]
+//!           [--stream]
 //! ```
 //!
 //! binds `127.0.0.1:P` (port 0 picks one), prints `READY <port>` on stdout once it listens,
@@ -49,6 +50,9 @@ pub struct ServerArgs {
     /// Echo through the handler API's borrowed callback (`Handler::BORROWED`,
     /// `on_message_ref`).
     pub handler_ref: bool,
+    /// Echo through the streaming API: chunk delivery, `recv_stream` and a fragmented
+    /// answer (`begin_message`, `send_chunk`, `finish`) (rapidws).
+    pub stream: bool,
     /// Turn off the limits that are on by default and cost something per message: the
     /// shared memory budget, the message deadline and the idle timeout (rapidws), to
     /// measure what they cost.
@@ -81,6 +85,7 @@ impl ServerArgs {
                 "--feed" => out.feed = true,
                 "--handler" => out.handler = true,
                 "--handler-ref" => out.handler_ref = true,
+                "--stream" => out.stream = true,
                 "--unbounded" => out.unbounded = true,
                 "--shutdown" => out.shutdown = true,
                 "--level" => {
@@ -116,7 +121,7 @@ impl ServerArgs {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler] [--handler-ref]"
+        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler] [--handler-ref] [--stream]"
     );
     std::process::exit(2)
 }

@@ -11,13 +11,21 @@
 //! replies framed straight into the output queue); `--unbounded` turns the memory budget,
 //! the message deadline and the idle timeout off (on by default) to measure what they
 //! cost; `--shutdown` puts every connection under a shutdown signal that is never given,
-//! to measure what that costs.
+//! to measure what that costs. `--stream` echoes through the streaming API (see
+//! [`echo_stream`]).
 
 use rapidws::deflate::DeflateConfig;
 use rapidws::handler::{Handler, Socket, serve_handler};
-use rapidws::tokio::{Message, MessageRef, ServerConfig, Shutdown, WebSocket, serve};
+use rapidws::tokio::{
+    Delivery, Error, Message, MessageRef, ServerConfig, Shutdown, WebSocket, serve,
+};
 use rapidws_load::{ServerArgs, announce, runtime};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
+
+/// `--stream`: bytes read from the message per `read`, and the size of each fragment of
+/// the answer.
+const STREAM_CHUNK: usize = 16 * 1024;
 
 fn main() -> std::io::Result<()> {
     let args = ServerArgs::parse();
@@ -54,7 +62,15 @@ fn main() -> std::io::Result<()> {
         if args.shutdown {
             config = config.with_shutdown(&shutdown);
         }
-        if args.handler_ref {
+        if args.stream {
+            // The library hands each message over in chunks as they arrive and never
+            // assembles it.
+            let connection = config.connection.clone().with_delivery(Delivery::Chunks);
+            config = config.with_connection(connection);
+        }
+        if args.stream {
+            serve(listener, config, echo_stream).await
+        } else if args.handler_ref {
             serve_handler(listener, config, |_peer| EchoRef).await
         } else if args.handler {
             serve_handler(listener, config, |_peer| Echo).await
@@ -75,6 +91,41 @@ async fn echo(mut ws: WebSocket<TcpStream>) {
             return;
         }
     }
+}
+
+/// `--stream`: each message received as it arrives (`recv_stream` under chunk delivery,
+/// read [`STREAM_CHUNK`] bytes at a time) and answered as a fragmented message
+/// (`begin_message`, `send_chunk` per [`STREAM_CHUNK`], `finish`).
+///
+/// The message is held whole in between, in a buffer of this function's: the reader
+/// `recv_stream` returns borrows the `WebSocket` mutably until the message ends, and so
+/// does the writer `begin_message` returns, so the answer cannot start while the message
+/// is being read; the split halves, which could read and write at once, have no
+/// `recv_stream`. The buffer is freed after each answer.
+async fn echo_stream(mut ws: WebSocket<TcpStream>) {
+    let _ = stream_loop(&mut ws).await;
+}
+
+async fn stream_loop(ws: &mut WebSocket<TcpStream>) -> Result<(), Error> {
+    // Pings are answered and closes echoed by the library while it receives.
+    while let Some(mut incoming) = ws.recv_stream().await? {
+        let kind = incoming.kind();
+        let mut body = Vec::new();
+        loop {
+            body.reserve(STREAM_CHUNK);
+            if incoming.read_buf(&mut body).await? == 0 {
+                break;
+            }
+        }
+        let mut out = ws.begin_message(kind)?;
+        let mut pieces = body.chunks(STREAM_CHUNK);
+        let last = pieces.next_back().unwrap_or_default();
+        for piece in pieces {
+            out.send_chunk(piece).await?;
+        }
+        out.finish(last).await?;
+    }
+    Ok(())
 }
 
 async fn echo_feed(mut ws: WebSocket<TcpStream>) {

@@ -451,7 +451,11 @@ fn run_mem_run(block: &[u8], sink: &mut Sink) -> Result<(), String> {
             }
         }
         if run.consumed() != block.len() {
-            return Err(format!("run stopped at byte {}: {:?}", run.consumed(), run.end()));
+            return Err(format!(
+                "run stopped at byte {}: {:?}",
+                run.consumed(),
+                run.end()
+            ));
         }
     }
 }

@@ -4,6 +4,8 @@
 //! load --port P --server-pid PID [--label NAME] [--conns C] [--inflight N]
 //!      [--size BYTES] [--kind binary|text] [--deflate] [--raw]
 //!      [--warmup S] [--measure S] [--header]
+//! load --rate R --port P --server-pid PID [--label NAME] [--conns C] [--size BYTES]
+//!      [--kind binary|text] [--deflate] [--raw] [--warmup S] [--measure S] [--header]
 //! load --idle --port P --server-pid PID [--label NAME] [--conns C] [--idle-wait S] [--header]
 //! ```
 //!
@@ -13,12 +15,36 @@
 //! and at least 64 KiB of them, sent in turn, so that a compressor with context takeover
 //! never finds the message it compresses in its 32 KiB window), so sending costs a
 //! `write` of ready bytes. Every echo is checked: the
-//! payload (inflated when compressed) must equal the variant sent, byte for byte. After
+//! payload (inflated when compressed) must equal the variant sent, byte for byte; an
+//! uncompressed echo in fragments or in frames of 32 KiB and more is compared as it
+//! arrives and never held whole (so 10,000 connections of 256 KiB do not cost this tool
+//! 2.5 GiB). After
 //! `--warmup` seconds it measures for `--measure` seconds and prints one CSV row: messages
 //! per second, payload MB/s (one direction, 10^6 bytes), p50/p99 round trip, the server's
 //! user and system CPU seconds over the interval (utime/stime deltas from
 //! `/proc/<pid>/stat`), echoes per server CPU-second, this tool's own CPU seconds (near the
-//! interval length means the client was the bottleneck), and wire bytes per echo.
+//! interval length means the client was the bottleneck), wire bytes per echo, and the
+//! server's peak RSS over the interval (its VmRSS read every 100 ms, at both ends too).
+//!
+//! Rate mode (`--rate R`, open loop) sends `R` messages per second on each connection on
+//! its own schedule, whatever the echoes do: connection `i` of `C` sends at
+//! `epoch + i/C/R + k/R` for k = 0, 1, ..., so the aggregate `C*R` msg/s is smooth. Each
+//! connection is one loop of `sleep_until(next intended time)` then a `write` of a ready
+//! frame (no timer when it is already late: the missed messages go at once). Latency is
+//! measured from each message's intended send time, not from when it went out, so a late
+//! send (a slow server, a full socket, a busy client) counts as latency instead of being
+//! left out (no coordinated omission). One CSV row: offered rate (`C*R`), the rate sent,
+//! the answered rate (echoes/s), p50/p99/p99.9/max latency, p50/p99 of how late this tool
+//! itself sent (part of the latency: its timer ticks in whole milliseconds, and its CPU
+//! and the socket may hold a send back), the server's user and system
+//! CPU seconds and its CPU % (100 * cpu-seconds / wall-seconds), EER = answered echoes/s
+//! per server CPU % (go-websocket-benchmark's efficiency figure), the server's peak
+//! VmRSS over the window (sampled every 100 ms), this tool's own CPU seconds and %,
+//! the messages sent but not yet echoed when the window ends, and errors (a connection
+//! the server closed, an echo that differs from the message sent).
+//!
+//! The tool raises its own open-file soft limit to the hard limit; when `C` connections
+//! still do not fit it exits, asking for a larger `ulimit -n` (the servers need as much).
 //!
 //! `--raw` is for the raw TCP echo server, which sends the client's masked frames back
 //! unchanged: a masked echo is accepted when its bytes equal the frame sent.
@@ -39,7 +65,7 @@ use std::time::{Duration, Instant};
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use rapidws_load::{Rng, clock_ticks_per_second, find, json_like, proc_cpu_ticks, proc_rss_bytes};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
 
@@ -56,6 +82,14 @@ const CONNECT_CONCURRENCY: usize = 128;
 const CONNECT_LIMIT: Duration = Duration::from_secs(60);
 /// Time allowed for connections to wind down after the measurement.
 const STOP_GRACE: Duration = Duration::from_secs(3);
+/// How often the server's VmRSS is read during the measurement.
+const RSS_SAMPLE: Duration = Duration::from_millis(100);
+/// Descriptors kept free beyond one per connection (stdio, the runtime, /proc reads).
+const SPARE_FDS: u64 = 64;
+/// Frames at least this large (uncompressed) are checked as their bytes arrive instead of
+/// being held whole (the 256 KiB cell has 10,000 of them in flight); reads then take up to
+/// this much.
+const STREAM_CHECK: usize = 32 * 1024;
 /// Largest server frame the tool accepts (the largest payload is 256 KiB).
 const MAX_FRAME: usize = 64 << 20;
 /// The Sec-WebSocket-Key sent (RFC 6455 1.3's example nonce) and its accept value.
@@ -73,6 +107,8 @@ struct Args {
     text: bool,
     deflate: bool,
     raw: bool,
+    /// Open-loop mode: messages per second on each connection.
+    rate: Option<f64>,
     warmup: f64,
     measure: f64,
     idle: bool,
@@ -97,6 +133,7 @@ impl Args {
             text: false,
             deflate: false,
             raw: false,
+            rate: None,
             warmup: 2.0,
             measure: 3.0,
             idle: false,
@@ -126,6 +163,7 @@ impl Args {
                 }
                 "--deflate" => a.deflate = true,
                 "--raw" => a.raw = true,
+                "--rate" => a.rate = Some(val(&mut it, "--rate")),
                 "--warmup" => a.warmup = val(&mut it, "--warmup"),
                 "--measure" => a.measure = val(&mut it, "--measure"),
                 "--idle" => a.idle = true,
@@ -142,6 +180,14 @@ impl Args {
         }
         if a.size > 16 << 20 {
             usage("--size is at most 16 MiB");
+        }
+        if let Some(r) = a.rate
+            && !(r > 0.0 && r <= 1e6)
+        {
+            usage("--rate is messages per second per connection, above 0 and at most 10^6");
+        }
+        if a.rate.is_some() && a.idle {
+            usage("--rate and --idle do not go together");
         }
         if a.raw && a.deflate {
             usage("--raw and --deflate do not go together");
@@ -314,12 +360,19 @@ struct Shared {
     connect: Semaphore,
     ready: Cell<usize>,
     used_once: Cell<usize>,
+    /// Rate mode: the start of every connection's schedule (set before `go`).
+    epoch: Cell<Option<Instant>>,
+    /// Rate mode: messages sent.
+    sent: Cell<u64>,
     msgs: Cell<u64>,
     payload_bytes: Cell<u64>,
     wire_bytes: Cell<u64>,
     errors: Cell<u64>,
     first_error: RefCell<Option<String>>,
     hist: RefCell<Hist>,
+    /// Rate mode: how late each message went out after its intended time (this tool's
+    /// own lateness: its timer's granularity, its CPU, a full socket).
+    send_lag: RefCell<Hist>,
 }
 
 impl Shared {
@@ -412,18 +465,34 @@ async fn connect(shared: &Shared) -> Result<(TcpStream, Vec<u8>, Agreed), String
 // ---------------------------------------------------------------------------------
 // Receiving and checking echoes
 
-/// Reads server frames and checks each whole message against the variant expected next.
+/// Reads server frames and checks each message against the variant expected next. An
+/// uncompressed message is compared as its bytes arrive (a fragment, or a part of a frame
+/// of at least [`STREAM_CHECK`] bytes, at a time) and never gathered; a compressed one
+/// is gathered, inflated and then compared.
 struct Receiver {
     buf: Vec<u8>,
     start: usize,
-    /// Fragments of a message in progress (only used when a message spans frames).
+    /// Compressed fragments of a message in progress (when a message spans frames).
     msg: Vec<u8>,
     msg_open: bool,
     msg_compressed: bool,
     msg_wire: usize,
+    /// Bytes of the uncompressed message in progress compared so far (with `--raw`: of
+    /// the frame).
+    msg_checked: usize,
+    /// A large frame being compared as it arrives.
+    partial: Option<Partial>,
     inflate: Option<Decompress>,
     reset_inflate: bool,
     out: Vec<u8>,
+}
+
+/// The rest of a large frame, compared as it arrives.
+struct Partial {
+    /// Bytes of it not yet received.
+    remaining: usize,
+    /// It ends its message.
+    fin: bool,
 }
 
 /// One complete echo: its wire size.
@@ -442,6 +511,8 @@ impl Receiver {
             msg_open: false,
             msg_compressed: false,
             msg_wire: 0,
+            msg_checked: 0,
+            partial: None,
             inflate: agreed.deflate.then(|| Decompress::new(false)),
             reset_inflate: agreed.server_no_context_takeover,
             out: Vec::new(),
@@ -455,7 +526,9 @@ impl Receiver {
             self.buf.drain(..self.start);
             self.start = 0;
         }
-        if self.buf.capacity() - self.buf.len() < 2048 {
+        if self.partial.is_some() && self.buf.capacity() - self.buf.len() < STREAM_CHECK {
+            self.buf.reserve(STREAM_CHECK);
+        } else if self.buf.capacity() - self.buf.len() < 2048 {
             // Double, so that a busy connection soon reads in large chunks while an idle
             // one (the idle-memory run has 10,000) stays small.
             self.buf
@@ -475,6 +548,41 @@ impl Receiver {
     /// bytes are needed.
     fn next(&mut self, want: &Variant, raw: bool) -> Result<Option<Echo>, String> {
         loop {
+            if let Some(p) = &mut self.partial {
+                let n = (self.buf.len() - self.start).min(p.remaining);
+                if n == 0 {
+                    return Ok(None);
+                }
+                let got = &self.buf[self.start..self.start + n];
+                let expect = if raw { &want.frame } else { &want.data };
+                let at = self.msg_checked;
+                if expect.get(at..at + n) != Some(got) {
+                    return Err(format!("echo differs at byte {at}"));
+                }
+                self.msg_checked += n;
+                self.msg_wire += n;
+                self.start += n;
+                p.remaining -= n;
+                if p.remaining > 0 {
+                    return Ok(None);
+                }
+                let fin = p.fin;
+                self.partial = None;
+                if !fin {
+                    continue;
+                }
+                self.msg_open = false;
+                if self.msg_checked != expect.len() {
+                    return Err(format!(
+                        "echo differs: {} bytes, expected {}",
+                        self.msg_checked,
+                        expect.len()
+                    ));
+                }
+                return Ok(Some(Echo {
+                    wire: self.msg_wire,
+                }));
+            }
             let b = &self.buf[self.start..];
             if b.len() < 2 {
                 return Ok(None);
@@ -509,6 +617,38 @@ impl Receiver {
                 return Err(format!("server frame of {len} bytes"));
             }
             if b.len() < hdr + len {
+                let uncompressed = !rsv1 && (!self.msg_open || !self.msg_compressed);
+                if len >= STREAM_CHECK && opcode < 8 && (raw || uncompressed) {
+                    // Compared as it arrives, from the loop's top.
+                    if raw {
+                        // The whole frame, header included, against the frame sent.
+                        self.msg_checked = 0;
+                        self.msg_wire = 0;
+                        self.partial = Some(Partial {
+                            remaining: hdr + len,
+                            fin: true,
+                        });
+                        continue;
+                    }
+                    if opcode != 0 {
+                        if self.msg_open {
+                            return Err("new message inside a fragmented one".into());
+                        }
+                        self.msg_open = true;
+                        self.msg_compressed = false;
+                        self.msg_checked = 0;
+                        self.msg_wire = 0;
+                    } else if !self.msg_open {
+                        return Err("continuation without a message".into());
+                    }
+                    self.start += hdr;
+                    self.msg_wire += hdr;
+                    self.partial = Some(Partial {
+                        remaining: len,
+                        fin,
+                    });
+                    continue;
+                }
                 let need = self.start + hdr + len;
                 if self.buf.capacity() < need {
                     self.buf.reserve(need - self.buf.len());
@@ -520,7 +660,9 @@ impl Receiver {
             if opcode >= 8 {
                 // Control frames (a keepalive ping) are skipped; a close ends the run.
                 if opcode == 8 {
-                    return Err("server sent a close frame".into());
+                    let code = payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]]));
+                    let reason = String::from_utf8_lossy(payload.get(2..).unwrap_or_default());
+                    return Err(format!("server sent a close frame ({code:?}, {reason:?})"));
                 }
                 self.start += wire;
                 continue;
@@ -554,26 +696,41 @@ impl Receiver {
                 self.msg_compressed = rsv1;
                 self.msg.clear();
                 self.msg_wire = 0;
+                self.msg_checked = 0;
             } else if !self.msg_open {
                 return Err("continuation without a message".into());
             }
-            self.msg.extend_from_slice(payload);
+            if self.msg_compressed {
+                self.msg.extend_from_slice(payload);
+            } else {
+                let at = self.msg_checked;
+                if want.data.get(at..at + payload.len()) != Some(payload) {
+                    return Err(format!("echo differs at byte {at}"));
+                }
+                self.msg_checked += payload.len();
+            }
             self.msg_wire += wire;
             self.start += wire;
             if !fin {
                 continue;
             }
             self.msg_open = false;
-            let got: &[u8] = if self.msg_compressed {
+            let got_len = if self.msg_compressed {
                 self.inflate_msg(want.data.len())?;
-                &self.out
+                if self.out != want.data {
+                    return Err(format!(
+                        "echo differs: {} bytes, expected {}",
+                        self.out.len(),
+                        want.data.len()
+                    ));
+                }
+                self.out.len()
             } else {
-                &self.msg
+                self.msg_checked
             };
-            if got != &want.data[..] {
+            if got_len != want.data.len() {
                 return Err(format!(
-                    "echo differs: {} bytes, expected {}",
-                    got.len(),
+                    "echo differs: {got_len} bytes, expected {}",
                     want.data.len()
                 ));
             }
@@ -622,15 +779,15 @@ impl Receiver {
 // ---------------------------------------------------------------------------------
 // One connection
 
-async fn connection(shared: Rc<Shared>) {
-    if let Err(e) = run_connection(&shared).await
+async fn connection(shared: Rc<Shared>, idx: usize) {
+    if let Err(e) = run_connection(&shared, idx).await
         && !shared.stopping.get()
     {
         shared.fail(e);
     }
 }
 
-async fn run_connection(shared: &Shared) -> Result<(), String> {
+async fn run_connection(shared: &Shared, idx: usize) -> Result<(), String> {
     let permit = shared
         .connect
         .acquire()
@@ -661,6 +818,10 @@ async fn run_connection(shared: &Shared) -> Result<(), String> {
     let mut go = shared.go.clone();
     let _ = go.wait_for(|g| *g).await;
 
+    if let Some(rate) = shared.args.rate {
+        return open_loop(shared, idx, rate, &mut rx, &mut rd, &mut wr).await;
+    }
+
     // Sent and not yet echoed: (variant, send time).
     let inflight: RefCell<VecDeque<(usize, Instant)>> =
         RefCell::new(VecDeque::with_capacity(shared.args.inflight));
@@ -678,16 +839,27 @@ async fn run_connection(shared: &Shared) -> Result<(), String> {
             }
             out.clear();
             let now = Instant::now();
+            let mut one = None;
             {
                 let mut q = inflight.borrow_mut();
                 for _ in 0..k {
                     let v = next_variant.get();
                     next_variant.set((v + 1) % shared.variants.len());
                     q.push_back((v, now));
-                    out.extend_from_slice(&shared.variants[v].frame);
+                    if k == 1 {
+                        one = Some(v);
+                    } else {
+                        out.extend_from_slice(&shared.variants[v].frame);
+                    }
                 }
             }
-            if let Err(e) = wr.write_all(&out).await {
+            // One message goes out from its ready frame (no per-connection copy: 10,000
+            // connections of 256 KiB would hold 2.5 GiB of them); several, gathered.
+            let bytes = match one {
+                Some(v) => &shared.variants[v].frame[..],
+                None => &out[..],
+            };
+            if let Err(e) = wr.write_all(bytes).await {
                 return Err::<(), String>(format!("write: {e}"));
             }
         }
@@ -738,11 +910,86 @@ async fn run_connection(shared: &Shared) -> Result<(), String> {
     }
 }
 
+/// Rate mode on one connection: message `k` is due at `epoch + phase + k * period`, where
+/// `phase` spreads the connections evenly over one period; each goes out at its time (at
+/// once when late) whatever the echoes do, and its echo's latency counts from that time.
+async fn open_loop(
+    shared: &Shared,
+    idx: usize,
+    rate: f64,
+    rx: &mut Receiver,
+    rd: &mut (impl AsyncRead + Unpin),
+    wr: &mut (impl AsyncWrite + Unpin),
+) -> Result<(), String> {
+    let raw = shared.args.raw;
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let epoch = shared.epoch.get().ok_or("no schedule epoch")?;
+    let phase = period.mul_f64(idx as f64 / shared.args.conns as f64);
+    // Sent and not yet echoed: (variant, intended send time).
+    let pending: RefCell<VecDeque<(usize, Instant)>> = RefCell::new(VecDeque::new());
+
+    let writer = async {
+        let mut due = epoch + phase;
+        let mut v = idx % shared.variants.len();
+        loop {
+            // One timer per message at most, none when it is already due.
+            if due > Instant::now() {
+                tokio::time::sleep_until(due.into()).await;
+            }
+            pending.borrow_mut().push_back((v, due));
+            shared.sent.set(shared.sent.get() + 1);
+            if shared.measuring.get() {
+                let lag = Instant::now().saturating_duration_since(due);
+                shared.send_lag.borrow_mut().record(lag.as_nanos() as u64);
+            }
+            if let Err(e) = wr.write_all(&shared.variants[v].frame).await {
+                return Err::<(), String>(format!("write: {e}"));
+            }
+            v = (v + 1) % shared.variants.len();
+            due += period;
+        }
+    };
+
+    let reader = async {
+        loop {
+            loop {
+                let Some(&(v, due)) = pending.borrow().front() else {
+                    break;
+                };
+                let Some(echo) = rx.next(&shared.variants[v], raw)? else {
+                    break;
+                };
+                pending.borrow_mut().pop_front();
+                shared.msgs.set(shared.msgs.get() + 1);
+                shared
+                    .payload_bytes
+                    .set(shared.payload_bytes.get() + shared.variants[v].data.len() as u64);
+                shared
+                    .wire_bytes
+                    .set(shared.wire_bytes.get() + echo.wire as u64);
+                if shared.measuring.get() {
+                    let late = Instant::now().saturating_duration_since(due);
+                    shared.hist.borrow_mut().record(late.as_nanos() as u64);
+                }
+            }
+            rx.fill(rd).await?;
+        }
+    };
+
+    let mut stop = shared.stop.clone();
+    tokio::select! {
+        r = reader => r,
+        r = writer => r,
+        _ = stop.wait_for(|s| *s) => Ok(()),
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Main
 
 struct Snapshot {
     at: Instant,
+    sent: u64,
     msgs: u64,
     payload: u64,
     wire: u64,
@@ -753,6 +1000,7 @@ struct Snapshot {
 fn snapshot(shared: &Shared) -> Result<Snapshot, String> {
     Ok(Snapshot {
         at: Instant::now(),
+        sent: shared.sent.get(),
         msgs: shared.msgs.get(),
         payload: shared.payload_bytes.get(),
         wire: shared.wire_bytes.get(),
@@ -762,8 +1010,59 @@ fn snapshot(shared: &Shared) -> Result<Snapshot, String> {
     })
 }
 
+/// Waits `secs`, reading the server's VmRSS every [`RSS_SAMPLE`] and at both ends;
+/// returns the largest reading (0 if none could be read).
+async fn sample_rss(pid: u32, secs: f64) -> u64 {
+    let end = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+    let mut peak = proc_rss_bytes(pid).unwrap_or(0);
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= end {
+            return peak;
+        }
+        tokio::time::sleep_until((now + RSS_SAMPLE).min(end)).await;
+        peak = peak.max(proc_rss_bytes(pid).unwrap_or(0));
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit; returns the soft limit then in
+/// force (0 if it could not be read).
+fn raise_nofile_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct they are given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim = want;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
 fn main() {
     let args = Args::parse();
+    let limit = raise_nofile_limit();
+    if limit < args.conns as u64 + SPARE_FDS {
+        eprintln!(
+            "{} connections need {} open files and the limit is {limit} (the hard limit): \
+             run `ulimit -n {}` first (as root, or raise the hard limit), for the server too",
+            args.conns,
+            args.conns as u64 + SPARE_FDS,
+            (args.conns as u64 + SPARE_FDS).max(20_000)
+        );
+        std::process::exit(2);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -786,12 +1085,15 @@ async fn run(args: Args) -> i32 {
         connect: Semaphore::new(CONNECT_CONCURRENCY),
         ready: Cell::new(0),
         used_once: Cell::new(0),
+        epoch: Cell::new(None),
+        sent: Cell::new(0),
         msgs: Cell::new(0),
         payload_bytes: Cell::new(0),
         wire_bytes: Cell::new(0),
         errors: Cell::new(0),
         first_error: RefCell::new(None),
         hist: RefCell::new(Hist::new()),
+        send_lag: RefCell::new(Hist::new()),
     });
     let rss_before = if args.idle {
         match proc_rss_bytes(args.server_pid) {
@@ -807,7 +1109,10 @@ async fn run(args: Args) -> i32 {
 
     let mut tasks = Vec::with_capacity(args.conns);
     for _ in 0..args.conns {
-        tasks.push(tokio::task::spawn_local(connection(shared.clone())));
+        tasks.push(tokio::task::spawn_local(connection(
+            shared.clone(),
+            tasks.len(),
+        )));
     }
     // Wait until every connection is open (or one failed).
     let target = |s: &Shared| {
@@ -833,6 +1138,7 @@ async fn run(args: Args) -> i32 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 
+    shared.epoch.set(Some(Instant::now()));
     let _ = go_tx.send(true);
     let code = if args.idle {
         tokio::time::sleep(Duration::from_secs_f64(args.idle_wait)).await;
@@ -867,6 +1173,8 @@ async fn run(args: Args) -> i32 {
                 1
             }
         }
+    } else if args.rate.is_some() {
+        measure_rate(&args, &shared).await
     } else {
         measure(&args, &shared).await
     };
@@ -892,7 +1200,7 @@ async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
         }
     };
     shared.measuring.set(true);
-    tokio::time::sleep(Duration::from_secs_f64(args.measure)).await;
+    let peak_rss = sample_rss(args.server_pid, args.measure).await;
     shared.measuring.set(false);
     let b = match snapshot(shared) {
         Ok(s) => s,
@@ -920,11 +1228,11 @@ async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
     let errors = shared.errors.get();
     if args.header {
         println!(
-            "server,payload,size,conns,inflight,deflate,seconds,msgs,msgs_per_s,mb_per_s,p50_us,p99_us,server_user_s,server_sys_s,echoes_per_cpu_s,client_cpu_s,wire_bytes_per_echo,errors"
+            "server,payload,size,conns,inflight,deflate,seconds,msgs,msgs_per_s,mb_per_s,p50_us,p99_us,server_user_s,server_sys_s,echoes_per_cpu_s,client_cpu_s,wire_bytes_per_echo,errors,server_peak_rss_bytes"
         );
     }
     println!(
-        "{},{},{},{},{},{},{:.3},{},{:.0},{:.2},{:.1},{:.1},{:.2},{:.2},{:.0},{:.2},{:.1},{}",
+        "{},{},{},{},{},{},{:.3},{},{:.0},{:.2},{:.1},{:.1},{:.2},{:.2},{:.0},{:.2},{:.1},{},{}",
         args.label,
         if args.text { "text" } else { "binary" },
         args.size,
@@ -942,10 +1250,11 @@ async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
         per_cpu,
         client,
         wire,
-        errors
+        errors,
+        peak_rss
     );
     eprintln!(
-        "{:<22} {:>6} {:>7}B c={:<5} n={:<3} z={} {:>9.0} msg/s {:>8.1} MB/s p50 {:>8.1}us p99 {:>8.1}us srv {:.2}u+{:.2}s cli {:.2}s {:>9.0}/cpu-s{}",
+        "{:<22} {:>6} {:>7}B c={:<5} n={:<3} z={} {:>9.0} msg/s {:>8.1} MB/s p50 {:>8.1}us p99 {:>8.1}us srv {:.2}u+{:.2}s cli {:.2}s {:>9.0}/cpu-s rss {:.0} MiB{}",
         args.label,
         if args.text { "text" } else { "bin" },
         args.size,
@@ -960,6 +1269,118 @@ async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
         ss,
         client,
         per_cpu,
+        peak_rss as f64 / 1048576.0,
+        if errors > 0 {
+            format!(
+                " ERRORS {errors}: {}",
+                shared.first_error.borrow().clone().unwrap_or_default()
+            )
+        } else {
+            String::new()
+        }
+    );
+    if errors > 0 || msgs == 0 { 1 } else { 0 }
+}
+
+/// Rate mode's measurement: one CSV row (see the top of this file).
+async fn measure_rate(args: &Args, shared: &Rc<Shared>) -> i32 {
+    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+    let a = match snapshot(shared) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    shared.measuring.set(true);
+    let peak_rss = sample_rss(args.server_pid, args.measure).await;
+    shared.measuring.set(false);
+    let b = match snapshot(shared) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let rate = args.rate.unwrap_or(0.0);
+    let tck = clock_ticks_per_second() as f64;
+    let secs = (b.at - a.at).as_secs_f64();
+    let offered = rate * args.conns as f64;
+    let sent = (b.sent - a.sent) as f64 / secs;
+    let msgs = b.msgs - a.msgs;
+    let answered = msgs as f64 / secs;
+    let su = (b.server.0 - a.server.0) as f64 / tck;
+    let ss = (b.server.1 - a.server.1) as f64 / tck;
+    let cpu_pct = 100.0 * (su + ss) / secs;
+    let eer = if cpu_pct > 0.0 {
+        answered / cpu_pct
+    } else {
+        0.0
+    };
+    let client = ((b.client.0 + b.client.1) - (a.client.0 + a.client.1)) as f64 / tck;
+    let client_pct = 100.0 * client / secs;
+    let pending = b.sent.saturating_sub(b.msgs);
+    let hist = shared.hist.borrow();
+    let us = |q: f64| hist.quantile(q) as f64 / 1000.0;
+    let (p50, p99, p999, max) = (us(0.50), us(0.99), us(0.999), us(1.0));
+    let lag = shared.send_lag.borrow();
+    let (lag50, lag99) = (
+        lag.quantile(0.50) as f64 / 1000.0,
+        lag.quantile(0.99) as f64 / 1000.0,
+    );
+    let errors = shared.errors.get();
+    if args.header {
+        println!(
+            "server,payload,size,conns,rate_per_conn,deflate,seconds,offered_per_s,sent_per_s,answered_per_s,p50_us,p99_us,p999_us,max_us,send_lag_p50_us,send_lag_p99_us,server_user_s,server_sys_s,server_cpu_pct,eer,server_peak_rss_bytes,client_cpu_s,client_cpu_pct,pending_at_end,errors"
+        );
+    }
+    println!(
+        "{},{},{},{},{},{},{:.3},{:.0},{:.0},{:.0},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.2},{:.2},{:.1},{:.1},{},{:.2},{:.1},{},{}",
+        args.label,
+        if args.text { "text" } else { "binary" },
+        args.size,
+        args.conns,
+        rate,
+        args.deflate as u8,
+        secs,
+        offered,
+        sent,
+        answered,
+        p50,
+        p99,
+        p999,
+        max,
+        lag50,
+        lag99,
+        su,
+        ss,
+        cpu_pct,
+        eer,
+        peak_rss,
+        client,
+        client_pct,
+        pending,
+        errors
+    );
+    eprintln!(
+        "{:<22} {:>7}B c={:<5} rate={:<5} offered {:>7.0}/s sent {:>7.0}/s answered {:>7.0}/s p50 {:.0}us p99 {:.0}us p99.9 {:.0}us (send lag p99 {:.0}us) srv {:.2}u+{:.2}s ({:.1} %) EER {:.1} rss {:.0} MiB cli {:.1} %{}",
+        args.label,
+        args.size,
+        args.conns,
+        rate,
+        offered,
+        sent,
+        answered,
+        p50,
+        p99,
+        p999,
+        lag99,
+        su,
+        ss,
+        cpu_pct,
+        eer,
+        peak_rss as f64 / 1048576.0,
+        client_pct,
         if errors > 0 {
             format!(
                 " ERRORS {errors}: {}",
@@ -1037,7 +1458,7 @@ mod tests {
     }
 
     #[test]
-    fn fragmented_echo_is_gathered() {
+    fn fragmented_echo_is_checked_fragment_by_fragment() {
         let data: Vec<u8> = (0..300u16).map(|i| i as u8).collect();
         let mut wire = vec![0x02u8, 100];
         wire.extend_from_slice(&data[..100]);
@@ -1054,6 +1475,58 @@ mod tests {
         };
         let echo = rx.next(&want, false).unwrap().expect("a whole echo");
         assert_eq!(echo.wire, wire.len());
+    }
+
+    #[test]
+    fn large_echo_is_checked_as_it_arrives() {
+        let data = random_bytes(100_000, &mut Rng(5));
+        let mut wire = vec![0x82u8, 127];
+        wire.extend_from_slice(&(data.len() as u64).to_be_bytes());
+        wire.extend_from_slice(&data);
+        let agreed = Agreed {
+            deflate: false,
+            server_no_context_takeover: false,
+        };
+        let want = Variant {
+            data,
+            frame: Vec::new(),
+        };
+        let mut rx = Receiver::new(wire[..1000].to_vec(), &agreed);
+        assert!(rx.next(&want, false).unwrap().is_none());
+        assert!(rx.partial.is_some());
+        rx.buf.extend_from_slice(&wire[1000..60_000]);
+        assert!(rx.next(&want, false).unwrap().is_none());
+        assert_eq!(rx.start, rx.buf.len(), "what arrived was consumed");
+        rx.buf.extend_from_slice(&wire[60_000..]);
+        let echo = rx.next(&want, false).unwrap().expect("a whole echo");
+        assert_eq!(echo.wire, wire.len());
+        assert!(rx.msg.is_empty() && rx.partial.is_none());
+
+        let mut bad = wire.clone();
+        bad[70_000] ^= 1;
+        let mut rx = Receiver::new(bad[..60_000].to_vec(), &agreed);
+        assert!(rx.next(&want, false).unwrap().is_none());
+        rx.buf.extend_from_slice(&bad[60_000..]);
+        assert!(rx.next(&want, false).is_err());
+    }
+
+    #[test]
+    fn large_raw_echo_is_checked_against_the_frame_sent() {
+        let data = random_bytes(50_000, &mut Rng(6));
+        let (frame, _) = client_frame(2, false, &data, [9, 8, 7, 6]);
+        let agreed = Agreed {
+            deflate: false,
+            server_no_context_takeover: false,
+        };
+        let want = Variant {
+            data,
+            frame: frame.clone(),
+        };
+        let mut rx = Receiver::new(frame[..5000].to_vec(), &agreed);
+        assert!(rx.next(&want, true).unwrap().is_none());
+        rx.buf.extend_from_slice(&frame[5000..]);
+        let echo = rx.next(&want, true).unwrap().expect("a whole echo");
+        assert_eq!(echo.wire, frame.len());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! frames of `--size` payload bytes (plus a 4-byte header each) to a loopback TCP socket
 //! while another reads and discards, in three shapes, each for `--seconds`:
 //!
-//! - `contiguous`: the frames back to back, one slice per write (what the output queue's
-//!   coalesce chunk gives);
+//! - `write`: the frames back to back, written with a plain write (`send`), not a
+//!   gathered one;
+//! - `contiguous`: the frames back to back, one slice per gathered write (`writev`);
 //! - `frame-slices`: one slice per frame, header and payload together;
 //! - `header+payload`: a header slice and a payload slice per frame (a payload held where
 //!   the caller put it).
@@ -43,9 +44,9 @@ fn main() -> std::io::Result<()> {
     let wire: Vec<u8> = (0..frames * frame).map(|i| i as u8).collect();
     let tck = clock_ticks_per_second() as f64;
     for round in 1..=rounds {
-        for shape in ["contiguous", "frame-slices", "header+payload"] {
+        for shape in ["write", "contiguous", "frame-slices", "header+payload"] {
             let slices: Vec<IoSlice<'_>> = match shape {
-                "contiguous" => vec![IoSlice::new(&wire)],
+                "write" | "contiguous" => vec![IoSlice::new(&wire)],
                 "frame-slices" => wire.chunks(frame).map(IoSlice::new).collect(),
                 _ => wire
                     .chunks(frame)
@@ -58,7 +59,11 @@ fn main() -> std::io::Result<()> {
             while start.elapsed() < seconds {
                 // A write the socket takes only in part leaves the rest unsent: the next
                 // write starts a new batch. Only the bytes count.
-                written += writer.write_vectored(&slices)?;
+                written += if shape == "write" {
+                    writer.write(&wire)?
+                } else {
+                    writer.write_vectored(&slices)?
+                };
             }
             let (_, s1) = thread_cpu_ticks()?;
             let sys_ns = (s1 - s0) as f64 / tck * 1e9;
