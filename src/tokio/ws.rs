@@ -688,9 +688,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.put(msg, compression, Put::Alone)
     }
 
-    /// For [`recv_batch`](Self::recv_batch) and the handler API's borrowed callbacks: the
-    /// next event as positions in the connection's buffers, to lend with the run after
-    /// it ([`Connection::batch_of`], [`Connection::batch_with_replies`]) or take.
+    /// For [`recv_batch`](Self::recv_batch): the next event as positions in the
+    /// connection's buffers, to lend with the run after it ([`Connection::batch_of`]) or
+    /// take. The handler API's borrowed callbacks receive with
+    /// [`recv_raw_after`](Self::recv_raw_after).
     pub(crate) fn recv_raw(&mut self) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
         poll_fn(move |cx| {
             self.engine
