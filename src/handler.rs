@@ -71,7 +71,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use crate::codec::{MessageKind, OpCode};
-use crate::connection::{Connection, Raw, Replies, SendError};
+use crate::connection::{Batch, Connection, Raw, Replies, SendError};
 use crate::tokio::{
     self as ws, Acceptor, ClientConfig, CloseCode, CloseFrame, Compression, Message, MessageRef,
     ServerConfig, WebSocket,
@@ -190,13 +190,37 @@ impl Socket<'_> {
     /// [`Handler::on_message_ref`], or anything else): framed straight into the
     /// connection's output queue, the payload copied once (as [`Connection::send`] does),
     /// with no allocation for small messages. A `Close` starts the close handshake.
+    #[inline]
     pub fn send_ref(&mut self, msg: MessageRef<'_>) {
         self.send_ref_with(msg, Compression::Auto);
     }
 
     /// [`send_ref`](Self::send_ref) with the choice of whether it is compressed (see
     /// [`send_with`](Self::send_with)).
+    #[inline]
     pub fn send_ref_with(&mut self, msg: MessageRef<'_>, compression: Compression) {
+        // The usual reply, a data message from a borrowed callback, inline.
+        if let Sink::Replies(replies) = &mut self.sink
+            && self.sent.error.is_none()
+            && let Some((kind, payload)) = match msg {
+                MessageRef::Text(t) => Some((MessageKind::Text, t.as_bytes())),
+                MessageRef::Binary(b) => Some((MessageKind::Binary, b)),
+                _ => None,
+            }
+        {
+            self.sent.queued = true;
+            if let Err(e) = replies.send(kind, payload, compression) {
+                self.sent.error = Some(e);
+            }
+            return;
+        }
+        self.send_ref_other(msg, compression);
+    }
+
+    /// [`send_ref_with`](Self::send_ref_with) for all but a data message from a borrowed
+    /// callback.
+    #[inline(never)]
+    fn send_ref_other(&mut self, msg: MessageRef<'_>, compression: Compression) {
         if self.sent.error.is_some() {
             return;
         }
@@ -382,8 +406,12 @@ fn call<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
 /// [`Handler::on_message_ref`], one call after another, with panics caught; the batch
 /// stops at the first callback that closes, whose send failed, or after which the send
 /// queue is past its high-water mark (the messages not lent stay buffered: the next
-/// is received once the queue is back under the mark, as with owned messages). Messages that cannot be lent (chunk delivery's inflated scratch) go
-/// to it owned.
+/// is received once the queue is back under the mark, as with owned messages). Messages
+/// that cannot be lent (chunk delivery's inflated scratch) go to it owned.
+///
+/// Inlined into [`run`], a message alone (an echo's) with it; a batch is lent out of line
+/// ([`lend_batch`]).
+#[inline(always)]
 fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
     ws: &mut WebSocket<S>,
     sent: &mut Sent,
@@ -391,33 +419,73 @@ fn call_batch<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
     raw: Raw,
 ) -> Result<(), Error> {
     let (conn, subprotocol) = ws.handler_parts();
-    let lent = conn.batch_with_replies(&raw, |batch, replies| {
-        let mut socket = Socket {
-            sink: Sink::Replies(replies),
-            subprotocol,
-            sent,
-        };
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            for msg in batch {
+    let lent = conn.batch_with_replies(
+        &raw,
+        (&mut *handler, &mut *sent),
+        // A message alone: one call.
+        |(handler, sent), msg, replies| {
+            let mut socket = Socket {
+                sink: Sink::Replies(replies),
+                subprotocol,
+                sent,
+            };
+            let r = catch_unwind(AssertUnwindSafe(|| {
                 handler.on_message_ref(&mut socket, msg);
-                if socket.sent.close.is_some() || socket.sent.error.is_some() {
-                    break;
-                }
-                if let Sink::Replies(replies) = &socket.sink
-                    && !replies.has_room()
-                {
-                    break;
-                }
+            }));
+            if let Sink::Replies(replies) = &socket.sink {
+                socket.sent.lent = replies.held();
             }
-        }));
-        if let Sink::Replies(replies) = &socket.sink {
-            socket.sent.lent = replies.held();
-        }
-        r.map_err(|_| Error::Panicked)
-    });
-    if let Some(r) = lent {
-        return r;
+            r.map_err(|_| Error::Panicked)
+        },
+        |(handler, sent), batch, replies| lend_batch(handler, sent, subprotocol, batch, replies),
+    );
+    match lent {
+        Some(r) => r,
+        None => call_owned(ws, sent, handler, raw),
     }
+}
+
+/// [`call_batch`] for a batch of messages.
+#[inline(never)]
+fn lend_batch<H: Handler>(
+    handler: &mut H,
+    sent: &mut Sent,
+    subprotocol: Option<&str>,
+    batch: Batch<'_>,
+    replies: Replies<'_>,
+) -> Result<(), Error> {
+    let mut socket = Socket {
+        sink: Sink::Replies(replies),
+        subprotocol,
+        sent,
+    };
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        for msg in batch {
+            handler.on_message_ref(&mut socket, msg);
+            if socket.sent.close.is_some() || socket.sent.error.is_some() {
+                break;
+            }
+            if let Sink::Replies(replies) = &socket.sink
+                && !replies.has_room()
+            {
+                break;
+            }
+        }
+    }));
+    if let Sink::Replies(replies) = &socket.sink {
+        socket.sent.lent = replies.held();
+    }
+    r.map_err(|_| Error::Panicked)
+}
+
+/// [`call_batch`] for a message that cannot be lent: taken, and lent from the copy.
+#[inline(never)]
+fn call_owned<S: AsyncRead + AsyncWrite + Unpin, H: Handler>(
+    ws: &mut WebSocket<S>,
+    sent: &mut Sent,
+    handler: &mut H,
+    raw: Raw,
+) -> Result<(), Error> {
     let msg = ws.take_raw(raw);
     call(ws, sent, handler, |h, s| {
         h.on_message_ref(s, msg.as_message_ref())
@@ -465,7 +533,18 @@ where
             let _ = ws.close(CloseCode::INTERNAL, "").await;
             return Err(Error::Panicked);
         }
-        let delivered = if sent.settled(|| ws.has_room()) {
+        // A borrowed callback's only reply, written straight from the receive buffer, is
+        // written by the receive that follows (one future for both), unless the callback
+        // also closed or a send failed. Nothing is queued while a reply is held: with it
+        // taken, nothing else is left to deliver unless an owned reply is held too.
+        let mut settled = false;
+        let mut lent = None;
+        if H::BORROWED && sent.lent.is_some() && sent.close.is_none() && sent.error.is_none() {
+            sent.queued = false;
+            lent = sent.lent.take();
+            settled = sent.first.is_none();
+        }
+        let delivered = if settled || sent.settled(|| ws.has_room()) {
             Ok(false)
         } else {
             deliver(&mut ws, &mut sent).await
@@ -485,7 +564,7 @@ where
             Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),
         }
         if H::BORROWED {
-            let raw = match ws.recv_raw().await {
+            let raw = match ws.recv_raw_after(lent).await {
                 Ok(Some(raw)) => raw,
                 Ok(None) => return finish(handler, ws.close_frame().cloned(), None),
                 Err(e) => return finish(handler, ws.close_frame().cloned(), Some(e)),

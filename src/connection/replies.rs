@@ -4,7 +4,7 @@
 //! the output queue while they borrow the buffer they arrived in.
 
 use crate::codec::{MAX_CONTROL_PAYLOAD, MessageKind, OpCode};
-use crate::message::Compression;
+use crate::message::{Compression, MessageRef};
 
 use super::send::Tx;
 use super::{Batch, Connection, Loc, Raw, SendError};
@@ -25,9 +25,10 @@ pub(crate) struct Replies<'a> {
     /// (nothing more buffered, nothing queued, a server without permessage-deflate): a
     /// reply that is this very message is held ([`held`](Self::held)) to be written
     /// straight from the receive buffer, as `send` writes an owned message, instead of
-    /// being copied into the queue.
+    /// being copied into the queue. Only while the sends are not refused, and until the
+    /// first send (which may make it `held`).
     lone: Option<(&'a [u8], core::ops::Range<usize>)>,
-    held: Option<(MessageKind, core::ops::Range<usize>)>,
+    held: Option<(MessageKind, &'a [u8], core::ops::Range<usize>)>,
     /// [`Config::send_queue_high_water`](super::Config::send_queue_high_water).
     high_water: usize,
 }
@@ -61,20 +62,34 @@ impl Replies<'_> {
         payload: &[u8],
         compression: Compression,
     ) -> Result<(), SendError> {
+        // `lone` is there only for the first send of a connection that takes it (open,
+        // no message in progress).
+        if let Some((lent, _)) = &self.lone
+            && compression != Compression::Always
+            && core::ptr::eq(payload, *lent)
+            && let Some((lent, at)) = self.lone.take()
+        {
+            // The first reply, and it is the message lent: held.
+            self.held = Some((kind, lent, at));
+            return Ok(());
+        }
+        self.queue(kind, payload, compression)
+    }
+
+    /// [`send`](Self::send) but for a reply held: refused, or the held reply and then this
+    /// message to the queue.
+    #[inline(never)]
+    fn queue(
+        &mut self,
+        kind: MessageKind,
+        payload: &[u8],
+        compression: Compression,
+    ) -> Result<(), SendError> {
         if self.closed {
             return Err(SendError::Closed);
         }
         if self.in_progress {
             return Err(SendError::MessageInProgress);
-        }
-        if let Some((lent, at)) = &self.lone
-            && self.held.is_none()
-            && compression != Compression::Always
-            && core::ptr::eq(payload, *lent)
-        {
-            // The first reply, and it is the message lent: held.
-            self.held = Some((kind, at.clone()));
-            return Ok(());
         }
         self.queue_held();
         #[cfg(feature = "deflate")]
@@ -118,7 +133,7 @@ impl Replies<'_> {
     /// A held reply goes to the queue (copied), ahead of what follows it; no reply is
     /// held from then on.
     fn queue_held(&mut self) {
-        if let (Some((kind, _)), Some((lent, _))) = (self.held.take(), self.lone.take()) {
+        if let Some((kind, lent, _)) = self.held.take() {
             // Copying into the queue cannot fail for a server (no masking key to draw).
             let _ = self.tx.tx().queue_slice(true, false, kind.opcode(), lent);
         }
@@ -135,22 +150,26 @@ impl Replies<'_> {
 
     /// The reply held to be written from the receive buffer, if there is one: its kind and
     /// where it lies ([`Connection::lone_header`], then the bytes at that range).
+    #[inline]
     pub(crate) fn held(&self) -> Option<(MessageKind, core::ops::Range<usize>)> {
-        self.held.clone()
+        self.held.as_ref().map(|(kind, _, at)| (*kind, at.clone()))
     }
 }
 
 impl Connection {
-    /// Runs `f` with the event `raw` (from [`poll_raw`](Self::poll_raw)) as a [`Batch`]
-    /// (see [`batch_of`](Self::batch_of)) and the send side to reply on while it is lent
-    /// (both made in place, not returned: they are a few hundred bytes). `None` for a
-    /// control frame, and for a message inflated into the scratch buffer of chunk
-    /// delivery, which the compressor's state shares.
+    /// Runs `one` with the event `raw` (from [`poll_raw`](Self::poll_raw)), lent, and the
+    /// send side to reply on while it is lent, when it is a message alone (nothing after it
+    /// to run on); `many` with it as a [`Batch`] (see [`batch_of`](Self::batch_of)) with
+    /// the run after it otherwise (both made in place, not returned: they are a few hundred
+    /// bytes). Each is given `cx`. `None` for a control frame, and for a message inflated
+    /// into the scratch buffer of chunk delivery, which the compressor's state shares.
     #[inline(always)]
-    pub(crate) fn batch_with_replies<R>(
+    pub(crate) fn batch_with_replies<C, R>(
         &mut self,
         raw: &Raw,
-        f: impl FnOnce(Batch<'_>, Replies<'_>) -> R,
+        cx: C,
+        one: impl FnOnce(C, MessageRef<'_>, Replies<'_>) -> R,
+        many: impl FnOnce(C, Batch<'_>, Replies<'_>) -> R,
     ) -> Option<R> {
         #[cfg(feature = "deflate")]
         if matches!(
@@ -162,6 +181,10 @@ impl Connection {
         ) {
             return None;
         }
+        let Raw::Data { kind, loc, .. } = raw else {
+            // Control frames are handed over owned; nothing to lend.
+            return None;
+        };
         let closed = self.check_open().is_err();
         let in_progress = self.sending.is_some();
         let start = self.rx_read + self.rx_pending;
@@ -178,39 +201,7 @@ impl Connection {
             && self.role == crate::codec::Role::Server
             && self.out.is_empty()
             && !self.is_deflate();
-        let rules = self.decoder.batch_rules();
-        let (first, rest) = self.rx.split_at_mut(start);
-        let mut lone = None;
-        let batch = match raw {
-            Raw::Data {
-                kind,
-                loc: Loc::Rx(at),
-                first: true,
-                fin: true,
-            } if runs => {
-                let msg = crate::message::MessageRef::from_data(*kind, &first[at.clone()]);
-                Batch::with_run(msg, rest, rules, &mut self.rx_pending, &mut self.rx_decoded)
-            }
-            Raw::Data {
-                kind,
-                loc: Loc::Rx(at),
-                ..
-            } => {
-                let payload = &first[at.clone()];
-                if lone_ok {
-                    lone = Some((payload, at.clone()));
-                }
-                Batch::one(crate::message::MessageRef::from_data(*kind, payload))
-            }
-            Raw::Data {
-                kind,
-                loc: Loc::Msg,
-                ..
-            } => Batch::one(crate::message::MessageRef::from_data(*kind, &self.msg)),
-            // Control frames are handed over owned; nothing to lend.
-            _ => return None,
-        };
-        let replies = Replies {
+        let mut replies = Replies {
             tx: TxParts {
                 role: self.role,
                 encoder: &mut self.encoder,
@@ -221,17 +212,64 @@ impl Connection {
             deflate: self.deflate.as_deref_mut().map(|d| &mut d.pmd),
             closed,
             in_progress,
-            lone,
+            lone: None,
             held: None,
             high_water: self.config.send_queue_high_water,
         };
-        Some(f(batch, replies))
+        let (front, rest) = self.rx.split_at_mut(start);
+        // One call of each of `one` and `many`, so that both are inlined here.
+        let payload: &[u8] = match loc {
+            Loc::Rx(at) => {
+                if runs
+                    && matches!(
+                        raw,
+                        Raw::Data {
+                            first: true,
+                            fin: true,
+                            ..
+                        }
+                    )
+                {
+                    let msg = MessageRef::from_data(*kind, &front[at.clone()]);
+                    let rules = self.decoder.batch_rules();
+                    let batch = Batch::with_run(
+                        msg,
+                        rest,
+                        rules,
+                        &mut self.rx_pending,
+                        &mut self.rx_decoded,
+                    );
+                    return Some(many(cx, batch, replies));
+                }
+                let payload = &front[at.clone()];
+                if lone_ok {
+                    replies.lone = Some((payload, at.clone()));
+                }
+                payload
+            }
+            Loc::Msg => &self.msg,
+            #[cfg(feature = "deflate")]
+            Loc::Scratch => return None,
+        };
+        Some(one(cx, MessageRef::from_data(*kind, payload), replies))
     }
 }
 
 impl Connection {
+    /// The frame header of a reply held to be written from the receive buffer
+    /// ([`Replies::held`]), `len` bytes of `kind`. It is written before anything else is
+    /// done on the connection, which is then as it was when the reply was held (open,
+    /// nothing queued or in progress, a server without permessage-deflate): what
+    /// [`lone_header`](Self::lone_header) checks holds, and is not checked again.
+    #[inline]
+    pub(crate) fn lent_header(&self, kind: MessageKind, len: usize) -> crate::codec::HeaderBuf {
+        debug_assert!(self.lone_header(kind, len).is_some());
+        crate::codec::encode_header(true, false, kind.opcode(), None, len as u64)
+    }
+
     /// The bytes at `at` in the receive buffer: a message lent and held as its own reply
     /// ([`Replies::held`]), for the IO layer to write straight from the buffer.
+    #[inline]
     pub(crate) fn lent_bytes(&self, at: core::ops::Range<usize>) -> &[u8] {
         &self.rx[at]
     }

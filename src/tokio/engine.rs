@@ -479,6 +479,7 @@ impl Engine {
     /// payload in one vectored write, as [`poll_write_lone`](Self::poll_write_lone) writes
     /// an owned message; what the socket does not take is queued (copied), and the poll is
     /// done.
+    #[inline(always)]
     pub(crate) fn poll_write_lent(
         &mut self,
         cx: &mut Context<'_>,
@@ -486,10 +487,10 @@ impl Engine {
         kind: MessageKind,
         at: std::ops::Range<usize>,
     ) -> Result<(), Error> {
-        let header = match self.conn.lone_header(kind, at.len()) {
-            Some(h) if io.wr().is_write_vectored() => h,
-            _ => return self.send_with(|c| c.send_lent(kind, at)),
-        };
+        if !io.wr().is_write_vectored() {
+            return self.send_with(|c| c.send_lent(kind, at));
+        }
+        let header = self.conn.lent_header(kind, at.len());
         let payload = self.conn.lent_bytes(at.clone());
         let total = header.len() + payload.len();
         let (written, result) = match poll_write_frame(cx, io, header.as_slice(), payload) {

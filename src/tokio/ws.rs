@@ -713,11 +713,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         self.put(msg, compression, Put::Alone)
     }
 
-    /// For [`recv_batch`](Self::recv_batch) and the handler API's borrowed callbacks: the
-    /// next event as positions in the connection's buffers, to lend with the run after
-    /// it ([`Connection::batch_of`], [`Connection::batch_with_replies`]) or take.
+    /// For [`recv_batch`](Self::recv_batch): the next event as positions in the
+    /// connection's buffers, to lend with the run after it ([`Connection::batch_of`]) or
+    /// take. The handler API's borrowed callbacks receive with
+    /// [`recv_raw_after`](Self::recv_raw_after).
     pub(crate) fn recv_raw(&mut self) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
         poll_fn(move |cx| {
+            self.engine
+                .poll_recv_with(cx, &mut self.io, true, Connection::lend_next)
+        })
+    }
+
+    /// For the handler API's borrowed callback: [`recv_raw`](Self::recv_raw) after its
+    /// only reply (if `lent` holds one), the message lent at `lent` itself, was written
+    /// straight from the receive buffer ([`Engine::poll_write_lent`], on the first poll,
+    /// before anything is read): one future for the reply and the next receive. An error
+    /// of that write is returned as the receive's; `Closed` (nothing written) is not, the
+    /// receive reporting how the connection ended.
+    pub(crate) fn recv_raw_after(
+        &mut self,
+        mut lent: Option<(MessageKind, std::ops::Range<usize>)>,
+    ) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
+        poll_fn(move |cx| {
+            if let Some((kind, at)) = lent.take() {
+                match self.engine.poll_write_lent(cx, &mut self.io, kind, at) {
+                    Ok(()) | Err(Error::Closed) => {}
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
             self.engine
                 .poll_recv_with(cx, &mut self.io, true, Connection::lend_next)
         })
