@@ -153,28 +153,6 @@ async fn the_handler_api_answers_the_close() {
     assert_eq!(code, Some(CODE));
 }
 
-#[cfg(feature = "axum")]
-#[tokio::test]
-async fn an_axum_chat_loop_answers_the_close() {
-    use axum::Router;
-    use axum::routing::get;
-    use rapidws::axum::WebSocketUpgrade;
-    use rapidws::hyper::HyperWebSocket;
-
-    async fn chat(mut socket: HyperWebSocket) {
-        // axum's chat example: the loop ends at the first message that is not text.
-        while let Some(Ok(Message::Text(_))) = socket.next().await {}
-    }
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = Router::new().route(
-        "/",
-        get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(chat) }),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    assert_eq!(raw_client(addr).await, Some(CODE));
-}
-
 #[test]
 fn the_blocking_read_answers_the_close_before_handing_it_over() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
