@@ -53,6 +53,10 @@ async fn echo_chunks(
         let mut out = wr.begin_message(chunk.kind)?;
         while !chunk.last {
             out.send_chunk(&chunk.data).await?;
+            // Let go of the chunk before waiting for the next: its receive buffer is
+            // then reused for the next read, or given back while the peer is quiet, instead
+            // of held by every connection that waits.
+            drop(chunk);
             chunk = match rd.recv_chunk().await? {
                 Some(next) => next,
                 None => return Ok(()),

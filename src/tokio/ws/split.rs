@@ -368,6 +368,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     ///     let mut out = wr.begin_message(chunk.kind)?;
     ///     while !chunk.last {
     ///         out.send_chunk(&chunk.data).await?;
+    ///         // Let go of it before waiting for the next: its receive buffer is reused.
+    ///         drop(chunk);
     ///         match rd.recv_chunk().await? {
     ///             Some(next) => chunk = next,
     ///             // Closed in the middle of the message: dropping `out` abandons ours.

@@ -23,6 +23,11 @@ use rapidws::tokio::{
 use rapidws_load::{ServerArgs, announce, runtime};
 use tokio::net::{TcpListener, TcpStream};
 
+/// `--stream`: the send queue's high-water mark. A chunk waits in the queue only while
+/// the peer's socket is full; the next chunk is then not read until it has left, so the
+/// rest of the message waits in the kernel's socket buffers, not in the server.
+const STREAM_QUEUE: usize = 16 * 1024;
+
 fn main() -> std::io::Result<()> {
     let args = ServerArgs::parse();
     runtime().block_on(async move {
@@ -61,7 +66,11 @@ fn main() -> std::io::Result<()> {
         if args.stream {
             // The library hands each message over in chunks as they arrive and never
             // assembles it.
-            let connection = config.connection.clone().with_delivery(Delivery::Chunks);
+            let connection = config
+                .connection
+                .clone()
+                .with_delivery(Delivery::Chunks)
+                .with_send_queue_high_water(STREAM_QUEUE);
             config = config.with_connection(connection);
         }
         if args.stream {
@@ -107,6 +116,10 @@ async fn stream_loop(
         let mut out = wr.begin_message(chunk.kind)?;
         while !chunk.last {
             out.send_chunk(&chunk.data).await?;
+            // Let go of the chunk before waiting for the next: its receive buffer is
+            // then reused for the next read, or given back while the peer is quiet, instead
+            // of held by every connection that waits.
+            drop(chunk);
             chunk = match rd.recv_chunk().await? {
                 Some(next) => next,
                 None => return Ok(()),
