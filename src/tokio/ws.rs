@@ -238,7 +238,9 @@ use split::{Inner, Lent, ReadWaker, ReadsWaking, Shared, Task, WakerPair};
 /// the receive buffer until the next call: no allocation per message.
 ///
 /// For messages larger than memory, configure [`Delivery::Chunks`](crate::connection::Delivery)
-/// and read each message as an [`AsyncRead`] with [`recv_stream`](Self::recv_stream).
+/// and take each message a read at a time with [`recv_chunk`](Self::recv_chunk) (on the
+/// [`ReadHalf`] while the [`WriteHalf`] passes the chunks on), or read it as an
+/// [`AsyncRead`] with [`recv_stream`](Self::recv_stream).
 ///
 /// # Sending and flushing
 ///
@@ -597,6 +599,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     ///
     /// Read the message to its end before the next receive call: dropping the reader
     /// early leaves the rest of the message to be skipped by the next `recv_stream`.
+    /// The reader borrows this `WebSocket` until then, so nothing can be sent meanwhile:
+    /// to pass a message on as it arrives, use [`recv_chunk`](Self::recv_chunk) on the
+    /// split halves.
     pub async fn recv_stream(&mut self) -> Result<Option<IncomingMessage<'_, S>>, Error> {
         loop {
             let ev = poll_fn(|cx| self.poll_event(cx)).await?;
