@@ -29,7 +29,7 @@ impl Connection {
             let size = if self.rx_cold {
                 data.len()
             } else {
-                data.len().max(room_for_reads(self.read_size as usize))
+                data.len().max(self.read_room(self.read_size as usize))
             };
             self.rx_cold = false;
             self.rx.reserve(size);
@@ -96,7 +96,7 @@ impl Connection {
         } else if spare < read_size / 2 {
             // A stocked buffer that offers a whole read will do: one given back at the
             // room's exact size would miss by a few bytes whenever the read size grew.
-            let room = room_for_reads(read_size);
+            let room = self.read_room(read_size);
             if self.rx.capacity() == 0
                 && let Some(buf) = stock::take(Shelf::Recv, read_size)
             {
@@ -153,6 +153,18 @@ impl Connection {
         match self.config.delivery {
             super::Delivery::Whole => MAX_READ_CHUNK,
             _ => (self.config.read_buffer_size as u32).clamp(CHUNK_READ_SIZE, MAX_READ_CHUNK),
+        }
+    }
+
+    /// The room a receive buffer is given for reads of `read_size`: two of them (see
+    /// [`room_for_reads`]); one in chunk delivery, where each read leaves as a chunk
+    /// that shares the buffer until it is dropped, so a second read's room would only
+    /// be held longer.
+    #[inline]
+    fn read_room(&self, read_size: usize) -> usize {
+        match self.config.delivery {
+            super::Delivery::Whole => room_for_reads(read_size),
+            _ => read_size,
         }
     }
 
