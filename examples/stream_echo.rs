@@ -1,24 +1,21 @@
-//! A streaming echo server: every text and binary message is received as it arrives
-//! (chunk delivery and `recv_stream`, read 16 KiB at a time) and sent back as a fragmented
-//! message (`begin_message`, `send_chunk`, `finish`), 16 KiB a fragment.
+//! A streaming echo server: every text and binary message is sent back chunk by chunk as
+//! it arrives, so that no message is ever held whole, whatever its size.
 //!
-//! The library never assembles a message here, but this program does: the reader
-//! `recv_stream` returns borrows the `WebSocket` mutably until the message ends, and so
-//! does the writer `begin_message` returns, so the answer cannot start before the message
-//! has been read to its end, and the split halves (which could read and write at once)
-//! have no `recv_stream`. Each message is held whole in a buffer between the two, freed
-//! after its answer; messages are limited to the default 16 MiB.
+//! The connection is configured for chunk delivery (`Delivery::Chunks`): the library
+//! hands each piece of a message over as a read brings it. The connection is split; in
+//! one task the reading half receives a chunk (`ReadHalf::recv_chunk`, owned bytes cut
+//! from the receive buffer) and the writing half sends it on at once as a fragment of the
+//! answer (`WriteHalf::begin_message` at a message's first chunk, `send_chunk`, `finish`
+//! with its last). Pings are answered and the close echoed by the reading half meanwhile;
+//! the size limit (16 MiB by default), the UTF-8 check of text and the message deadline
+//! apply to each message across its chunks.
 //!
 //! ```text
 //! cargo run --release --features tokio --example stream_echo [-- --port 9001]
 //! ```
 
-use rapidws::tokio::{Delivery, Error, ServerConfig, WebSocket, serve};
-use tokio::io::AsyncReadExt;
+use rapidws::tokio::{Delivery, Error, ReadHalf, ServerConfig, WebSocket, WriteHalf, serve};
 use tokio::net::{TcpListener, TcpStream};
-
-/// Bytes read from a message per `read`, and the size of each fragment of the answer.
-const CHUNK: usize = 16 * 1024;
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
@@ -33,31 +30,34 @@ async fn main() -> std::io::Result<()> {
     serve(listener, config.with_connection(connection), echo).await
 }
 
-async fn echo(mut ws: WebSocket<TcpStream>) {
-    if let Err(e) = echo_messages(&mut ws).await {
+async fn echo(ws: WebSocket<TcpStream>) {
+    let (mut rd, mut wr) = ws.into_split();
+    if let Err(e) = echo_chunks(&mut rd, &mut wr).await {
         eprintln!("connection failed: {e}");
     }
 }
 
-async fn echo_messages(ws: &mut WebSocket<TcpStream>) -> Result<(), Error> {
-    // Pings are answered and closes echoed by the library while it receives; `None` once
-    // the connection closed.
-    while let Some(mut incoming) = ws.recv_stream().await? {
-        let kind = incoming.kind();
-        let mut body = Vec::new();
-        loop {
-            body.reserve(CHUNK);
-            if incoming.read_buf(&mut body).await? == 0 {
-                break;
-            }
+async fn echo_chunks(
+    rd: &mut ReadHalf<TcpStream>,
+    wr: &mut WriteHalf<TcpStream>,
+) -> Result<(), Error> {
+    // `None` once the connection closed; a chunk that is not its message's last is
+    // always followed by the next one of the same message (or by the end).
+    while let Some(mut chunk) = rd.recv_chunk().await? {
+        let mut out = wr.begin_message(chunk.kind)?;
+        while !chunk.last {
+            out.send_chunk(&chunk.data).await?;
+            // Let go of the chunk before waiting for the next: its receive buffer is
+            // then reused for the next read, or given back while the peer is quiet, instead
+            // of held by every connection that waits.
+            drop(chunk);
+            chunk = match rd.recv_chunk().await? {
+                Some(next) => next,
+                // Closed in the middle of a message: dropping `out` abandons the answer.
+                None => return Ok(()),
+            };
         }
-        let mut out = ws.begin_message(kind)?;
-        let mut pieces = body.chunks(CHUNK);
-        let last = pieces.next_back().unwrap_or_default();
-        for piece in pieces {
-            out.send_chunk(piece).await?;
-        }
-        out.finish(last).await?;
+        out.finish(&chunk.data).await?;
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! `examples/stream_echo.rs` run as its own process on a free loopback port: messages
 //! of one byte to 256 KiB, text and binary, come back as they were sent, in order, while
-//! the server reads each through `recv_stream` under chunk delivery and answers it in
-//! 16 KiB fragments.
+//! the server passes each on chunk by chunk (`ReadHalf::recv_chunk` under chunk delivery,
+//! each chunk a fragment of the answer through the `WriteHalf`); and the answer to a
+//! message starts before the message has ended, so the server does not hold it.
 //!
 //! The example is the binary `cargo test` builds next to this test (or `cargo build
 //! --example stream_echo`); when it is missing the test prints a SKIP notice and passes
@@ -13,7 +14,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rapidws::tokio::{ClientConfig, Message, connect};
+use rapidws::tokio::{ClientConfig, Delivery, Message, MessageKind, connect};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -35,10 +36,9 @@ fn example() -> Option<PathBuf> {
     None
 }
 
-#[tokio::test]
-async fn stream_echo_sends_every_message_back_as_it_was() {
-    let Some(bin) = example() else { return };
-    let mut child = Command::new(&bin)
+/// The example running on a free port: the child (killed when dropped) and its address.
+async fn start(bin: &std::path::Path) -> (tokio::process::Child, String) {
+    let mut child = Command::new(bin)
         .args(["--port", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -58,7 +58,61 @@ async fn stream_echo_sends_every_message_back_as_it_was() {
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
+    (child, addr)
+}
 
+#[tokio::test]
+async fn stream_echo_answers_before_the_message_ends() {
+    let Some(bin) = example() else { return };
+    let (_child, addr) = start(&bin).await;
+    let config = ClientConfig::default();
+    let connection = config.connection.clone().with_delivery(Delivery::Chunks);
+    let ws = tokio::time::timeout(
+        STEP,
+        connect(
+            &format!("ws://{addr}/"),
+            &config.with_connection(connection),
+        ),
+    )
+    .await
+    .expect("connected in time")
+    .expect("connected");
+    let (mut rd, mut wr) = ws.into_split();
+    let mut out = wr.begin_message(MessageKind::Binary).expect("begun");
+    out.send_chunk(&[1u8; 64 * 1024]).await.expect("sent");
+    // The message is open: what comes back now was sent on before its end.
+    let mut early = 0;
+    while early < 64 * 1024 {
+        let c = tokio::time::timeout(STEP, rd.recv_chunk())
+            .await
+            .expect("the start of the echo before the message ended")
+            .expect("no error")
+            .expect("a chunk");
+        assert!(!c.last, "the echo cannot end before the message");
+        assert!(c.data.iter().all(|&b| b == 1));
+        early += c.data.len();
+    }
+    out.finish(&[2u8; 1000]).await.expect("finished");
+    let mut rest = Vec::new();
+    loop {
+        let c = tokio::time::timeout(STEP, rd.recv_chunk())
+            .await
+            .expect("the rest in time")
+            .expect("no error")
+            .expect("a chunk");
+        rest.extend_from_slice(&c.data);
+        if c.last {
+            break;
+        }
+    }
+    assert_eq!(rest, vec![2u8; 1000]);
+    wr.close(1000, "done").await.expect("closed");
+}
+
+#[tokio::test]
+async fn stream_echo_sends_every_message_back_as_it_was() {
+    let Some(bin) = example() else { return };
+    let (_child, addr) = start(&bin).await;
     let mut ws = tokio::time::timeout(
         STEP,
         connect(&format!("ws://{addr}/"), &ClientConfig::default()),

@@ -29,7 +29,7 @@ impl Connection {
             let size = if self.rx_cold {
                 data.len()
             } else {
-                data.len().max(room_for_reads(self.read_size as usize))
+                data.len().max(self.read_room(self.read_size as usize))
             };
             self.rx_cold = false;
             self.rx.reserve(size);
@@ -96,7 +96,7 @@ impl Connection {
         } else if spare < read_size / 2 {
             // A stocked buffer that offers a whole read will do: one given back at the
             // room's exact size would miss by a few bytes whenever the read size grew.
-            let room = room_for_reads(read_size);
+            let room = self.read_room(read_size);
             if self.rx.capacity() == 0
                 && let Some(buf) = stock::take(Shelf::Recv, read_size)
             {
@@ -142,6 +142,32 @@ impl Connection {
         &mut self.rx
     }
 
+    /// The most one read asks for: 256 KiB; in chunk delivery
+    /// [`CHUNK_READ_SIZE`] or the configured read size when larger. A chunk is what one
+    /// read brought, and a chunk passed on waits whole in the send queue (sharing its
+    /// receive buffer) while the peer's socket is full: reads grown to 256 KiB for a large
+    /// message made each connection streaming one hold that much (a streaming echo of
+    /// 10,000 connections x 256 KiB peaked at 1.5 GB).
+    #[inline]
+    fn max_read_size(&self) -> u32 {
+        match self.config.delivery {
+            super::Delivery::Whole => MAX_READ_CHUNK,
+            _ => (self.config.read_buffer_size as u32).clamp(CHUNK_READ_SIZE, MAX_READ_CHUNK),
+        }
+    }
+
+    /// The room a receive buffer is given for reads of `read_size`: two of them (see
+    /// [`room_for_reads`]); one in chunk delivery, where each read leaves as a chunk
+    /// that shares the buffer until it is dropped, so a second read's room would only
+    /// be held longer.
+    #[inline]
+    fn read_room(&self, read_size: usize) -> usize {
+        match self.config.delivery {
+            super::Delivery::Whole => room_for_reads(read_size),
+            _ => read_size,
+        }
+    }
+
     /// How many bytes the read after [`reserve_read`](Self::reserve_read) should ask for
     /// at most (a transport that reads into initialized memory zeroes no more than this).
     pub fn read_offer(&self) -> usize {
@@ -156,7 +182,7 @@ impl Connection {
         if self.read_offer > 0 {
             let least = self.config.read_buffer_size.max(256) as u32;
             self.read_size = if n >= self.read_offer as usize {
-                (self.read_size * 2).min(MAX_READ_CHUNK)
+                (self.read_size * 2).min(self.max_read_size())
             } else {
                 // Twice what this read or the last frame brought: a buffer is given room
                 // when less than half a read size is spare, so a message of that size
@@ -169,6 +195,7 @@ impl Connection {
                     .max(self.last_frame)
                     .saturating_mul(2)
                     .min(RETAIN_CAPACITY as u32)
+                    .min(self.max_read_size())
                     .max(least)
             };
             self.read_offer = 0;
@@ -358,9 +385,15 @@ impl Connection {
     /// connections wait (the stock keeps at most 16 buffers of at most 64 KiB a kind).
     #[inline]
     pub fn read_would_block(&mut self) {
-        if !self.timers.after_quiet && (self.read_size as usize) < STOCK_READ_SIZE {
+        if !self.timers.after_quiet
+            && (self.read_size as usize) < STOCK_READ_SIZE
+            && self.config.delivery == super::Delivery::Whole
+        {
             // Busy with small messages: the buffers are kept for the next one, which
-            // comes soon.
+            // comes soon. Not in chunk delivery: a chunk leaves the buffer as soon as it
+            // is read, so the buffer is empty whenever the connection waits, and a
+            // connection streaming a large message waits between its reads (10,000
+            // streaming echoes each kept one while their reads were still small).
             return;
         }
         if self.rx.is_empty() && self.rx.capacity() > 0 {
@@ -377,6 +410,13 @@ impl Connection {
             }
         }
         self.out.stock_spare();
+        // The send arena's last allocation, shared with the large frame split off it last
+        // (already written, or still queued): the arena's handle alone would keep it alive
+        // until the memory timer. A connection streaming large chunks through it
+        // (`send_chunk` of a streaming echo) held one per connection between messages.
+        if self.wbuf.is_empty() {
+            self.wbuf = BytesMut::new();
+        }
     }
 
     /// Whether buffers kept for the next message are held that only the memory timer
@@ -445,6 +485,12 @@ impl Connection {
 fn room_for_reads(read_size: usize) -> usize {
     (2 * read_size).min(read_size.max(RETAIN_CAPACITY / 2))
 }
+
+/// The most a read asks for in chunk delivery, unless [`Config::read_buffer_size`] is
+/// larger (see [`Connection::max_read_size`]).
+///
+/// [`Config::read_buffer_size`]: super::Config::read_buffer_size
+const CHUNK_READ_SIZE: u32 = 16 * 1024;
 
 /// Reads of at least this size give their empty buffer to the thread's stock whenever the
 /// connection waits ([`Connection::read_would_block`]), busy or not.

@@ -16,6 +16,10 @@ use super::queue::COALESCE_PAYLOAD_MAX;
 use super::{Connection, OutMessage, SendError, Transmit};
 use crate::message::{Compression, Message};
 
+/// The least a new send arena holds: frames a little over the coalesce size share one;
+/// a larger frame gets one of its own size (see [`Tx::queue_slice`]).
+const SEND_ARENA: usize = 16 * 1024;
+
 impl Connection {
     /// Slices worth handing to [`io_slices`](Self::io_slices) for one vectored write: a
     /// frame is one or two (header, payload), so this holds a burst of 128 replies, and
@@ -625,7 +629,7 @@ impl Tx<'_> {
 
     /// Queues a frame from a borrowed payload, copied (and masked, for a client) once: a
     /// small one straight into the queue's coalesce chunk, a large one into the send
-    /// arena (one allocation amortized over many frames).
+    /// arena (one allocation amortized over the frames that fit in [`SEND_ARENA`]).
     #[inline]
     pub(super) fn queue_slice(
         self,
@@ -638,6 +642,14 @@ impl Tx<'_> {
         if data.len() <= COALESCE_PAYLOAD_MAX {
             self.out.push_copied(header.as_slice(), data, mask);
             return Ok(());
+        }
+        if !self.wbuf.try_reclaim(data.len()) && self.wbuf.is_empty() {
+            // A new arena sized for this frame, at least `SEND_ARENA`. `reserve` would
+            // size it from the arena's history instead (up to 64 KiB, doubling while
+            // the queued frames still share it): a connection streaming 16 KiB
+            // fragments then held 64 KiB per frame in flight (10,000 streaming echoes,
+            // heaptrack: 367 MB of arenas at the peak).
+            *self.wbuf = bytes::BytesMut::with_capacity(data.len().max(SEND_ARENA));
         }
         self.wbuf.reserve(data.len());
         self.wbuf.extend_from_slice(data);

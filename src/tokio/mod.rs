@@ -90,7 +90,8 @@ pub use stream::MaybeTlsStream;
 #[cfg(feature = "tokio-rustls")]
 pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream};
 pub use ws::{
-    HalfMessageWriter, IncomingMessage, MessageWriter, ReadHalf, ReuniteError, WebSocket, WriteHalf,
+    HalfMessageWriter, IncomingMessage, MessageChunk, MessageWriter, ReadHalf, ReuniteError,
+    WebSocket, WriteHalf,
 };
 
 pub use crate::codec::{CloseCode, MessageKind};

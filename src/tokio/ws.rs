@@ -215,7 +215,7 @@ mod fragments;
 mod split;
 
 use fragments::copy_fragments;
-pub use fragments::{IncomingMessage, MessageWriter};
+pub use fragments::{IncomingMessage, MessageChunk, MessageWriter};
 pub use split::{HalfMessageWriter, ReadHalf, ReuniteError, WriteHalf};
 use split::{Inner, Lent, ReadWaker, ReadsWaking, Shared, Task, WakerPair};
 
@@ -238,7 +238,9 @@ use split::{Inner, Lent, ReadWaker, ReadsWaking, Shared, Task, WakerPair};
 /// the receive buffer until the next call: no allocation per message.
 ///
 /// For messages larger than memory, configure [`Delivery::Chunks`](crate::connection::Delivery)
-/// and read each message as an [`AsyncRead`] with [`recv_stream`](Self::recv_stream).
+/// and take each message a read at a time with [`recv_chunk`](Self::recv_chunk) (on the
+/// [`ReadHalf`] while the [`WriteHalf`] passes the chunks on), or read it as an
+/// [`AsyncRead`] with [`recv_stream`](Self::recv_stream).
 ///
 /// # Sending and flushing
 ///
@@ -597,6 +599,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     ///
     /// Read the message to its end before the next receive call: dropping the reader
     /// early leaves the rest of the message to be skipped by the next `recv_stream`.
+    /// The reader borrows this `WebSocket` until then, so nothing can be sent meanwhile:
+    /// to pass a message on as it arrives, use [`recv_chunk`](Self::recv_chunk) on the
+    /// split halves.
     pub async fn recv_stream(&mut self) -> Result<Option<IncomingMessage<'_, S>>, Error> {
         loop {
             let ev = poll_fn(|cx| self.poll_event(cx)).await?;
@@ -629,6 +634,66 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
                 }
                 OwnedEvent::Close(_) => {}
                 _ => {}
+            }
+        }
+    }
+
+    /// Receives the next piece of a data message as it arrived ([`MessageChunk`]: its
+    /// kind, its bytes, whether it is the first and the last of its message), owned and
+    /// cut from the receive buffer without a copy. Pings and pongs met on the way are
+    /// handled (answered) and skipped; `Ok(None)` once the connection has closed (see
+    /// [`close_frame`](Self::close_frame)), and on every call after that. Cancel-safe: a
+    /// chunk is never lost to a dropped future.
+    ///
+    /// This is the way to pass a large message on without holding it: nothing borrows the
+    /// connection between chunks, so a [`ReadHalf`] receives chunks while its
+    /// [`WriteHalf`] sends them on as fragments (see [`ReadHalf::recv_chunk`] for an
+    /// echo). With [`Delivery::Chunks`](crate::connection::Delivery) (set it with
+    /// [`Config::with_delivery`]) a chunk is what one read brought, and the connection
+    /// holds no more of a message than one read, whatever its size; with the default
+    /// whole delivery each message is assembled first and comes as one chunk (`first` and
+    /// `last` both set).
+    ///
+    /// Every limit holds as with [`recv`](Self::recv): [`Config::max_message_size`]
+    /// counts all the chunks of a message (1009 once they pass it, the chunks before
+    /// already handed over), text is checked to be UTF-8 across chunks (1007 at the first
+    /// bad byte), [`Config::message_timeout`] runs from the end of a message's first
+    /// frame to its last, pings are answered between chunks, and the peer's close is
+    /// echoed. A message cut short by the connection's end is never completed: the
+    /// receive reports the error (or `Ok(None)`) instead of a last chunk.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Self::recv).
+    ///
+    /// ```no_run
+    /// # async fn run(mut ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>, mut file: tokio::fs::File) -> Result<(), rapidws::tokio::Error> {
+    /// use tokio::io::AsyncWriteExt;
+    /// // Each message goes to the file as it arrives, a read's worth at a time.
+    /// while let Some(chunk) = ws.recv_chunk().await? {
+    ///     file.write_all(&chunk.data).await?;
+    ///     if chunk.last {
+    ///         file.flush().await?;
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn recv_chunk(&mut self) -> Result<Option<MessageChunk>, Error> {
+        poll_fn(|cx| self.poll_recv_chunk(cx)).await
+    }
+
+    /// Polls for the next chunk of a data message; see [`recv_chunk`](Self::recv_chunk).
+    pub fn poll_recv_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<MessageChunk>, Error>> {
+        loop {
+            let Some(ev) = ready!(self.poll_event(cx))? else {
+                return Poll::Ready(Ok(None));
+            };
+            if let Some(chunk) = MessageChunk::of(ev) {
+                return Poll::Ready(Ok(Some(chunk)));
             }
         }
     }

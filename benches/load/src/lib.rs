@@ -50,8 +50,9 @@ pub struct ServerArgs {
     /// Echo through the handler API's borrowed callback (`Handler::BORROWED`,
     /// `on_message_ref`).
     pub handler_ref: bool,
-    /// Echo through the streaming API: chunk delivery, `recv_stream` and a fragmented
-    /// answer (`begin_message`, `send_chunk`, `finish`) (rapidws).
+    /// Echo through the streaming API: chunk delivery, each chunk received by the reading
+    /// half (`recv_chunk`) sent on at once by the writing half as a fragment of the answer
+    /// (`begin_message`, `send_chunk`, `finish`), so no message is held (rapidws).
     pub stream: bool,
     /// Turn off the limits that are on by default and cost something per message: the
     /// shared memory budget, the message deadline and the idle timeout (rapidws), to

@@ -1,7 +1,59 @@
 //! A message as a byte stream: [`IncomingMessage`] reads one being received,
-//! [`MessageWriter`] writes one as fragments.
+//! [`MessageChunk`] is one piece of it as it arrived, [`MessageWriter`] writes one as
+//! fragments.
 
 use super::*;
+
+/// A piece of a data message, owned, as [`WebSocket::recv_chunk`] and
+/// [`ReadHalf::recv_chunk`] hand it over: what one read brought of the message (the
+/// payload of one frame, or of the part of it that has arrived), cut from the receive
+/// buffer without a copy (inflated, when the message is compressed).
+///
+/// The chunks of one message come in order, the first with `first` set and the last with
+/// `last` (a message in one chunk has both); the next chunk after the last starts the next
+/// message. A chunk may be empty (an empty message, or the empty last frame of a
+/// fragmented one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageChunk {
+    /// Text or binary: the kind of the message this chunk belongs to. For text, the
+    /// chunks of a message together are valid UTF-8 (checked as they arrive); one chunk
+    /// may end inside a code point.
+    pub kind: MessageKind,
+    /// The payload bytes.
+    pub data: Bytes,
+    /// The first chunk of its message.
+    pub first: bool,
+    /// The last chunk of its message.
+    pub last: bool,
+}
+
+impl MessageChunk {
+    /// The data chunk `ev` carries (a whole message is one chunk); `None` for the
+    /// control events, which the receive has handled already.
+    pub(super) fn of(ev: OwnedEvent) -> Option<MessageChunk> {
+        match ev {
+            OwnedEvent::Message { kind, data } => Some(MessageChunk {
+                kind,
+                data,
+                first: true,
+                last: true,
+            }),
+            OwnedEvent::Chunk {
+                kind,
+                data,
+                first,
+                fin,
+            } => Some(MessageChunk {
+                kind,
+                data,
+                first,
+                last: fin,
+            }),
+            _ => None,
+        }
+    }
+}
 
 /// A data message being received, as an [`AsyncRead`] of its payload (see
 /// [`WebSocket::recv_stream`]). Reading returns 0 at the end of the message.

@@ -352,6 +352,60 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         Ok(got.then(|| self.lent.get()))
     }
 
+    /// Receives the next piece of a data message as it arrived, owned; see
+    /// [`WebSocket::recv_chunk`], which this is for the reading half. Cancel-safe.
+    ///
+    /// The [`WriteHalf`] is free meanwhile: a message can be passed on a chunk at a time
+    /// as it arrives ([`WriteHalf::begin_message`], then `send_chunk` for each chunk and
+    /// `finish` with the last), so that with
+    /// [`Delivery::Chunks`](crate::connection::Delivery) neither side ever holds it whole.
+    /// A streaming echo:
+    ///
+    /// ```no_run
+    /// # async fn run(ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>) -> Result<(), rapidws::tokio::Error> {
+    /// let (mut rd, mut wr) = ws.into_split();
+    /// while let Some(mut chunk) = rd.recv_chunk().await? {
+    ///     let mut out = wr.begin_message(chunk.kind)?;
+    ///     while !chunk.last {
+    ///         out.send_chunk(&chunk.data).await?;
+    ///         // Let go of it before waiting for the next: its receive buffer is reused.
+    ///         drop(chunk);
+    ///         match rd.recv_chunk().await? {
+    ///             Some(next) => chunk = next,
+    ///             // Closed in the middle of the message: dropping `out` abandons ours.
+    ///             None => return Ok(()),
+    ///         }
+    ///     }
+    ///     out.finish(&chunk.data).await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// (Server config: `config.connection.with_delivery(Delivery::Chunks)`.)
+    pub async fn recv_chunk(&mut self) -> Result<Option<MessageChunk>, Error> {
+        poll_fn(|cx| self.poll_recv_chunk(cx)).await
+    }
+
+    /// Polls for the next chunk of a data message; see [`recv_chunk`](Self::recv_chunk).
+    pub fn poll_recv_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<MessageChunk>, Error>> {
+        self.give_back();
+        Self::locked(&self.shared, cx, |engine, cx, io| {
+            loop {
+                let Some(ev) = ready!(engine.poll_recv_as(cx, io, false, Connection::raw_owned))?
+                else {
+                    return Poll::Ready(Ok(None));
+                };
+                if let Some(chunk) = MessageChunk::of(ev) {
+                    return Poll::Ready(Ok(Some(chunk)));
+                }
+            }
+        })
+    }
+
     /// The peer's close frame, once received.
     pub fn close_frame(&self) -> Option<CloseFrame> {
         self.shared.lock().engine.conn.peer_close().cloned()

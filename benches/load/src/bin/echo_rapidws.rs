@@ -17,15 +17,16 @@
 use rapidws::deflate::DeflateConfig;
 use rapidws::handler::{Handler, Socket, serve_handler};
 use rapidws::tokio::{
-    Delivery, Error, Message, MessageRef, ServerConfig, Shutdown, WebSocket, serve,
+    Delivery, Error, Message, MessageRef, ReadHalf, ServerConfig, Shutdown, WebSocket, WriteHalf,
+    serve,
 };
 use rapidws_load::{ServerArgs, announce, runtime};
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
-/// `--stream`: bytes read from the message per `read`, and the size of each fragment of
-/// the answer.
-const STREAM_CHUNK: usize = 16 * 1024;
+/// `--stream`: the send queue's high-water mark. A chunk waits in the queue only while
+/// the peer's socket is full; the next chunk is then not read until it has left, so the
+/// rest of the message waits in the kernel's socket buffers, not in the server.
+const STREAM_QUEUE: usize = 16 * 1024;
 
 fn main() -> std::io::Result<()> {
     let args = ServerArgs::parse();
@@ -65,7 +66,11 @@ fn main() -> std::io::Result<()> {
         if args.stream {
             // The library hands each message over in chunks as they arrive and never
             // assembles it.
-            let connection = config.connection.clone().with_delivery(Delivery::Chunks);
+            let connection = config
+                .connection
+                .clone()
+                .with_delivery(Delivery::Chunks)
+                .with_send_queue_high_water(STREAM_QUEUE);
             config = config.with_connection(connection);
         }
         if args.stream {
@@ -93,37 +98,34 @@ async fn echo(mut ws: WebSocket<TcpStream>) {
     }
 }
 
-/// `--stream`: each message received as it arrives (`recv_stream` under chunk delivery,
-/// read [`STREAM_CHUNK`] bytes at a time) and answered as a fragmented message
-/// (`begin_message`, `send_chunk` per [`STREAM_CHUNK`], `finish`).
-///
-/// The message is held whole in between, in a buffer of this function's: the reader
-/// `recv_stream` returns borrows the `WebSocket` mutably until the message ends, and so
-/// does the writer `begin_message` returns, so the answer cannot start while the message
-/// is being read; the split halves, which could read and write at once, have no
-/// `recv_stream`. The buffer is freed after each answer.
-async fn echo_stream(mut ws: WebSocket<TcpStream>) {
-    let _ = stream_loop(&mut ws).await;
+/// `--stream`: each message echoed chunk by chunk as it arrives, never held whole: under
+/// chunk delivery the reading half receives a chunk (`ReadHalf::recv_chunk`) and the
+/// writing half sends it on at once as a fragment of the answer (`begin_message` at a
+/// message's first chunk, `send_chunk`, `finish` with its last), in one task.
+async fn echo_stream(ws: WebSocket<TcpStream>) {
+    let (mut rd, mut wr) = ws.into_split();
+    let _ = stream_loop(&mut rd, &mut wr).await;
 }
 
-async fn stream_loop(ws: &mut WebSocket<TcpStream>) -> Result<(), Error> {
+async fn stream_loop(
+    rd: &mut ReadHalf<TcpStream>,
+    wr: &mut WriteHalf<TcpStream>,
+) -> Result<(), Error> {
     // Pings are answered and closes echoed by the library while it receives.
-    while let Some(mut incoming) = ws.recv_stream().await? {
-        let kind = incoming.kind();
-        let mut body = Vec::new();
-        loop {
-            body.reserve(STREAM_CHUNK);
-            if incoming.read_buf(&mut body).await? == 0 {
-                break;
-            }
+    while let Some(mut chunk) = rd.recv_chunk().await? {
+        let mut out = wr.begin_message(chunk.kind)?;
+        while !chunk.last {
+            out.send_chunk(&chunk.data).await?;
+            // Let go of the chunk before waiting for the next: its receive buffer is
+            // then reused for the next read, or given back while the peer is quiet, instead
+            // of held by every connection that waits.
+            drop(chunk);
+            chunk = match rd.recv_chunk().await? {
+                Some(next) => next,
+                None => return Ok(()),
+            };
         }
-        let mut out = ws.begin_message(kind)?;
-        let mut pieces = body.chunks(STREAM_CHUNK);
-        let last = pieces.next_back().unwrap_or_default();
-        for piece in pieces {
-            out.send_chunk(piece).await?;
-        }
-        out.finish(last).await?;
+        out.finish(&chunk.data).await?;
     }
     Ok(())
 }

@@ -1,0 +1,384 @@
+#![cfg(feature = "tokio")]
+//! `recv_chunk` (on a `WebSocket` and on a `ReadHalf`): a message passed on chunk by chunk
+//! as it arrives is never held whole, and every limit of a whole receive holds across its
+//! chunks.
+//!
+//! - A streaming echo (the one of `examples/stream_echo.rs`: `ReadHalf::recv_chunk`, each
+//!   chunk sent on at once through the `WriteHalf`) runs on a thread of its own and echoes
+//!   an 8 MiB message, byte for byte, while the bytes that thread holds at once stay a
+//!   small fraction of it (the tests' counting allocator, per thread).
+//! - Against a raw peer that writes frames by hand: the size limit counts the chunks of one
+//!   message (1009 past it), text is checked across chunks (a code point split between
+//!   fragments passes, a bad byte in a later fragment is 1007), a ping between two
+//!   fragments is answered and the chunks around it delivered, and the message deadline
+//!   ends a message that never finishes (1008).
+//! - Under the default whole delivery each message comes as one chunk.
+mod alloc_count;
+mod bounded_support;
+
+use std::time::Duration;
+
+use bounded_support::{FrameReader, client_handshake, connect, frame, listener, read_close};
+use rapidws::ProtocolError;
+use rapidws::tokio::{
+    ClientConfig, Delivery, Error, MessageChunk, MessageKind, ReadHalf, ServerConfig, Timeout,
+    WebSocket, WriteHalf, accept, connect as ws_connect,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Every wait in these tests is bounded by this.
+const STEP: Duration = Duration::from_secs(20);
+
+/// The streamed message: larger than the echo may hold.
+const BIG: usize = 8 << 20;
+/// The most bytes the echo's thread may hold at once while it streams [`BIG`]: an eighth
+/// of it. It holds a receive buffer (reads grow to 256 KiB), the chunk being sent on and
+/// what of it waits in the send queue, the runtime and the connection (about 290 KB when
+/// this was written).
+const ECHO_HOLDS_AT_MOST: usize = 1 << 20;
+
+/// Byte `i` of a streamed message: a pattern that a shifted or dropped byte breaks.
+fn byte(i: usize) -> u8 {
+    (i.wrapping_mul(2_654_435_761) >> 13) as u8
+}
+
+/// The streaming echo, as `examples/stream_echo.rs` writes it.
+async fn echo_chunks(
+    rd: &mut ReadHalf<TcpStream>,
+    wr: &mut WriteHalf<TcpStream>,
+) -> Result<(), Error> {
+    while let Some(mut chunk) = rd.recv_chunk().await? {
+        assert!(chunk.first, "a message starts with its first chunk");
+        let mut out = wr.begin_message(chunk.kind)?;
+        while !chunk.last {
+            out.send_chunk(&chunk.data).await?;
+            // Let go of the chunk before waiting for the next: its receive buffer is
+            // then reused for the next read, or given back while the peer is quiet, instead
+            // of held by every connection that waits.
+            drop(chunk);
+            chunk = match rd.recv_chunk().await? {
+                Some(next) => next,
+                None => return Ok(()),
+            };
+            assert!(!chunk.first, "the chunks of one message follow each other");
+        }
+        out.finish(&chunk.data).await?;
+    }
+    Ok(())
+}
+
+fn chunk_config() -> ServerConfig {
+    let config = ServerConfig::default();
+    let connection = config
+        .connection
+        .clone()
+        .with_delivery(Delivery::Chunks)
+        .with_max_message_size(2 * BIG);
+    config.with_connection(connection)
+}
+
+#[test]
+fn a_streamed_echo_never_holds_the_message() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    l.set_nonblocking(true).unwrap();
+    // The echo on a thread and runtime of its own, its heap counted there.
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (r, peak) = alloc_count::peak_during(|| {
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(l).unwrap();
+                let (s, _) = l.accept().await.unwrap();
+                let ws = accept(s, &chunk_config()).await.unwrap();
+                let (mut rd, mut wr) = ws.into_split();
+                echo_chunks(&mut rd, &mut wr).await
+            })
+        });
+        r.expect("the echo ends cleanly");
+        peak
+    });
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        let config = ClientConfig::default();
+        let connection = config
+            .connection
+            .clone()
+            .with_delivery(Delivery::Chunks)
+            .with_max_message_size(2 * BIG);
+        let ws = ws_connect(
+            &format!("ws://{addr}/"),
+            &config.with_connection(connection),
+        )
+        .await
+        .unwrap();
+        let (mut rd, mut wr) = ws.into_split();
+        // The message is written in 64 KiB fragments, made as they go, while the echo is
+        // read and checked as it comes: neither end holds it either.
+        let send = tokio::spawn(async move {
+            let mut out = wr.begin_message(MessageKind::Binary).unwrap();
+            let mut piece = vec![0u8; 64 << 10];
+            let mut at = 0;
+            while at < BIG {
+                let n = piece.len().min(BIG - at);
+                for (j, b) in piece[..n].iter_mut().enumerate() {
+                    *b = byte(at + j);
+                }
+                out.send_chunk(&piece[..n]).await.unwrap();
+                at += n;
+            }
+            out.finish(&[]).await.unwrap();
+            wr
+        });
+        let mut got = 0;
+        let mut chunks = 0;
+        loop {
+            let c = tokio::time::timeout(STEP, rd.recv_chunk())
+                .await
+                .expect("the echo in time")
+                .unwrap()
+                .expect("a chunk");
+            assert_eq!(c.kind, MessageKind::Binary);
+            assert_eq!(c.first, got == 0);
+            for (j, &b) in c.data.iter().enumerate() {
+                assert_eq!(b, byte(got + j), "byte {}", got + j);
+            }
+            got += c.data.len();
+            chunks += 1;
+            if c.last {
+                break;
+            }
+        }
+        assert_eq!(got, BIG);
+        assert!(chunks > 1, "the echo came in chunks");
+        let mut wr = send.await.unwrap();
+        wr.close(1000, "done").await.unwrap();
+        while rd.recv_chunk().await.unwrap().is_some() {}
+    });
+    let peak = server.join().unwrap();
+    eprintln!("the echo held at most {peak} bytes at once for a message of {BIG}");
+    assert!(
+        peak < ECHO_HOLDS_AT_MOST,
+        "the echo held {peak} bytes at once, streaming {BIG}"
+    );
+}
+
+/// A server under `config` on a free port, its connection's chunks and end sent back; and
+/// a raw client connected to it, past the handshake (with what came after the response).
+async fn raw_pair(
+    config: ServerConfig,
+    split: bool,
+) -> (
+    TcpStream,
+    Vec<u8>,
+    tokio::task::JoinHandle<(Vec<MessageChunk>, Result<(), Error>)>,
+) {
+    let (l, addr) = listener().await;
+    let server = tokio::spawn(async move {
+        let (s, _) = l.accept().await.unwrap();
+        let ws: WebSocket<TcpStream> = accept(s, &config).await.unwrap();
+        let mut got = Vec::new();
+        let end = if split {
+            let (mut rd, _wr) = ws.into_split();
+            loop {
+                match tokio::time::timeout(STEP, rd.recv_chunk()).await.unwrap() {
+                    Ok(Some(c)) => got.push(c),
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            }
+        } else {
+            let mut ws = ws;
+            loop {
+                match tokio::time::timeout(STEP, ws.recv_chunk()).await.unwrap() {
+                    Ok(Some(c)) => got.push(c),
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            }
+        };
+        (got, end)
+    });
+    let mut s = connect(addr).await;
+    let rest = client_handshake(&mut s, false).await;
+    (s, rest, server)
+}
+
+fn chunks_with(limit: usize) -> ServerConfig {
+    let config = ServerConfig::default();
+    let connection = config
+        .connection
+        .clone()
+        .with_delivery(Delivery::Chunks)
+        .with_max_message_size(limit)
+        .with_message_timeout(Some(Duration::from_millis(600)));
+    config.with_connection(connection)
+}
+
+/// The data bytes of `chunks`, joined.
+fn joined(chunks: &[MessageChunk]) -> Vec<u8> {
+    chunks.iter().flat_map(|c| c.data.iter().copied()).collect()
+}
+
+#[tokio::test]
+async fn the_size_limit_counts_every_chunk_of_a_message() {
+    for split in [false, true] {
+        let (mut s, rest, server) = raw_pair(chunks_with(100_000), split).await;
+        assert!(rest.is_empty());
+        // A message of 40,000 + 40,000 bytes fits; the third fragment takes the next past
+        // 100,000.
+        let a = vec![7u8; 40_000];
+        s.write_all(&frame(0x02, a.len() as u64, &a, true))
+            .await
+            .unwrap();
+        s.write_all(&frame(0x80, a.len() as u64, &a, true))
+            .await
+            .unwrap();
+        s.write_all(&frame(0x02, a.len() as u64, &a, true))
+            .await
+            .unwrap();
+        s.write_all(&frame(0x00, a.len() as u64, &a, true))
+            .await
+            .unwrap();
+        s.write_all(&frame(0x80, a.len() as u64, &a, true))
+            .await
+            .unwrap();
+        let code = read_close(&mut s, &[], STEP).await;
+        assert_eq!(code, Some(1009), "split {split}");
+        let (got, end) = server.await.unwrap();
+        assert!(
+            matches!(end, Err(Error::Protocol(ProtocolError::MessageTooLarge))),
+            "split {split}: {end:?}"
+        );
+        // The first message came whole, in order; of the second no more than the limit.
+        let last = got
+            .iter()
+            .position(|c| c.last)
+            .expect("the first message ended");
+        assert_eq!(joined(&got[..=last]).len(), 80_000);
+        assert!(got[0].first);
+        assert!(joined(&got[last + 1..]).len() <= 100_000);
+    }
+}
+
+#[tokio::test]
+async fn text_is_checked_across_chunks() {
+    for split in [false, true] {
+        let (mut s, _, server) = raw_pair(chunks_with(1 << 20), split).await;
+        // "é" (C3 A9) split between two fragments: valid.
+        s.write_all(&frame(0x01, 3, b"ab\xc3", true)).await.unwrap();
+        s.write_all(&frame(0x80, 3, b"\xa9cd", true)).await.unwrap();
+        // Then a message whose second fragment holds a byte that is never UTF-8.
+        s.write_all(&frame(0x01, 2, b"ok", true)).await.unwrap();
+        s.write_all(&frame(0x80, 2, b"x\xff", true)).await.unwrap();
+        let code = read_close(&mut s, &[], STEP).await;
+        assert_eq!(code, Some(1007), "split {split}");
+        let (got, end) = server.await.unwrap();
+        assert!(
+            matches!(end, Err(Error::Protocol(ProtocolError::InvalidUtf8))),
+            "split {split}: {end:?}"
+        );
+        let last = got
+            .iter()
+            .position(|c| c.last)
+            .expect("the first message ended");
+        assert_eq!(joined(&got[..=last]), "abécd".as_bytes());
+        assert!(got.iter().all(|c| c.kind == MessageKind::Text));
+        // The bad fragment's byte was never handed over.
+        assert!(!joined(&got[last + 1..]).contains(&0xff));
+    }
+}
+
+#[tokio::test]
+async fn a_ping_between_chunks_is_answered() {
+    for split in [false, true] {
+        let (mut s, _, server) = raw_pair(chunks_with(1 << 20), split).await;
+        s.write_all(&frame(0x02, 5, b"hello", true)).await.unwrap();
+        s.write_all(&frame(0x89, 4, b"ping", true)).await.unwrap();
+        // The pong comes while the message is still open.
+        let mut pong = Vec::new();
+        while pong.len() < 6 {
+            let mut b = [0u8; 64];
+            let n = tokio::time::timeout(STEP, s.read(&mut b))
+                .await
+                .expect("a pong in time")
+                .unwrap();
+            assert!(n > 0);
+            pong.extend_from_slice(&b[..n]);
+        }
+        assert_eq!(&pong[..6], b"\x8a\x04ping", "split {split}");
+        s.write_all(&frame(0x80, 6, b" world", true)).await.unwrap();
+        s.write_all(&frame(0x88, 2, &1000u16.to_be_bytes(), true))
+            .await
+            .unwrap();
+        assert_eq!(read_close(&mut s, &[], STEP).await, Some(1000));
+        let (got, end) = server.await.unwrap();
+        end.unwrap();
+        assert_eq!(joined(&got), b"hello world");
+        assert!(got[0].first && got.last().unwrap().last);
+    }
+}
+
+#[tokio::test]
+async fn a_message_that_never_ends_meets_the_deadline() {
+    let (mut s, _, server) = raw_pair(chunks_with(1 << 20), true).await;
+    s.write_all(&frame(0x02, 5, b"start", true)).await.unwrap();
+    // Pings keep the connection busy; the message never ends.
+    let trickle = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            if s.write_all(&frame(0x89, 0, b"", true)).await.is_err() {
+                break;
+            }
+        }
+    };
+    let (got, end) = tokio::select! {
+        r = server => r.unwrap(),
+        _ = trickle => panic!("the peer's writes failed first"),
+    };
+    assert!(
+        matches!(end, Err(Error::Timeout(Timeout::Message))),
+        "{end:?}"
+    );
+    assert_eq!(joined(&got), b"start");
+    let mut r = FrameReader::default();
+    let mut b = vec![0u8; 4096];
+    let code = loop {
+        let n = tokio::time::timeout(STEP, s.read(&mut b))
+            .await
+            .expect("our close in time")
+            .unwrap();
+        assert!(n > 0, "ended without a close");
+        if let Some(code) = r.feed(&b[..n]) {
+            break code;
+        }
+    };
+    assert_eq!(code, 1008);
+}
+
+#[tokio::test]
+async fn whole_delivery_hands_each_message_over_as_one_chunk() {
+    let (mut s, _, server) = raw_pair(ServerConfig::default(), true).await;
+    s.write_all(&frame(0x81, 3, b"one", true)).await.unwrap();
+    s.write_all(&frame(0x02, 2, b"tw", true)).await.unwrap();
+    s.write_all(&frame(0x80, 1, b"o", true)).await.unwrap();
+    s.write_all(&frame(0x88, 2, &1000u16.to_be_bytes(), true))
+        .await
+        .unwrap();
+    assert_eq!(read_close(&mut s, &[], STEP).await, Some(1000));
+    let (got, end) = server.await.unwrap();
+    end.unwrap();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|c| c.first && c.last));
+    assert_eq!(
+        (got[0].kind, &got[0].data[..]),
+        (MessageKind::Text, &b"one"[..])
+    );
+    assert_eq!(
+        (got[1].kind, &got[1].data[..]),
+        (MessageKind::Binary, &b"two"[..])
+    );
+}
