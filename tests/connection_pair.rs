@@ -997,7 +997,10 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
     }
     c.reserve_read();
     c.read_would_block();
-    assert!(c.recv_buffer().capacity() > 0, "a busy connection keeps its buffer");
+    assert!(
+        c.recv_buffer().capacity() > 0,
+        "a busy connection keeps its buffer"
+    );
     assert_eq!(c.poll_timeout(), Some(now + Duration::from_millis(250)));
 
     // Small messages now and then (a second apart): the buffer goes to the stock, and with

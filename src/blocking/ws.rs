@@ -399,6 +399,10 @@ impl<S: Transport> WebSocket<S> {
             self.conn.handle_shutdown(Instant::now());
             return None;
         }
+        if self.conn.waits_for_budget() {
+            self.wait_for_budget();
+            return None;
+        }
         match self.fill() {
             Ok(()) => {}
             Err(e) if is_would_block(&e) => {
@@ -453,6 +457,25 @@ impl<S: Transport> WebSocket<S> {
             }
         };
         Ok(Some(self.conn.batch_of(raw)))
+    }
+
+    /// The connection waits for memory from its budget: no read (the peer meets TCP
+    /// backpressure). Nothing can wake a blocked thread, so it sleeps a short while (from
+    /// 1 ms, longer the longer it has waited, at most 20 ms, never past the connection's
+    /// next deadline) before the connection is polled again; the wait's own deadline
+    /// (`Config::budget_wait`) ends it with 1013 at the latest.
+    fn wait_for_budget(&mut self) {
+        let now = Instant::now();
+        let waited = self
+            .conn
+            .budget_waiting_since()
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let mut nap = (waited / 8).clamp(Duration::from_millis(1), Duration::from_millis(20));
+        if let Some(deadline) = self.conn.poll_timeout() {
+            nap = nap.min(deadline.saturating_duration_since(now));
+        }
+        std::thread::sleep(nap);
+        self.run_timers();
     }
 
     fn run_timers(&mut self) {

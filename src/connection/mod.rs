@@ -69,6 +69,7 @@ mod receive;
 mod replies;
 mod send;
 mod shutdown;
+mod stall;
 mod stock;
 mod timers;
 mod types;
@@ -234,6 +235,8 @@ pub struct Connection {
     /// What the message being received holds, charged to the shared budget (given back
     /// when the connection is dropped, however it ends).
     charge: Charge,
+    /// Waiting for memory from the budget: what to do again once granted (stall.rs).
+    stall: Option<Box<stall::Stall>>,
     /// Its place under the shutdown signal of [`Config::shutdown`] (shutdown.rs), when it
     /// has one; boxed, so that a connection without one holds a null pointer.
     shutdown: Option<Box<shutdown::Enrolled>>,
@@ -361,6 +364,7 @@ impl Connection {
             now,
             timers: Timers::new(now),
             charge: Charge::new(config.budget.as_ref()),
+            stall: None,
             shutdown: Connection::enroll(&config),
             #[cfg(feature = "deflate")]
             deflate: None,

@@ -12,6 +12,7 @@ use crate::codec::{
 };
 use crate::message::{CloseFrame, Message, MessageRef};
 
+use super::stall::Stall;
 use super::{Connection, Delivery, Error, Event, Loc, OwnedEvent, RETAIN_CAPACITY, Raw};
 
 impl Connection {
@@ -90,6 +91,7 @@ impl Connection {
             && !self.input_eof
             && (self.failure_reported || self.failure.is_none())
             && !(self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
+            && self.stall.is_none()
     }
 
     /// The message `raw` (from [`poll_raw`](Self::poll_raw)), taken.
@@ -261,6 +263,11 @@ impl Connection {
             // `auto_close` off, ours not sent yet) still ends the connection.
             return self.end_of_input().map(Err);
         }
+        if self.stall.is_some()
+            && let Some(r) = self.resume()
+        {
+            return r;
+        }
         if self.rx_read + self.held >= self.rx.len() {
             if self.rx_read + self.held > self.rx.len() {
                 // The buffer was replaced through `recv_buffer` against its contract;
@@ -317,6 +324,7 @@ impl Connection {
     #[inline(always)]
     pub(crate) fn poll_short(&mut self) -> Option<(MessageKind, Range<usize>)> {
         if self.failure.is_some()
+            || self.stall.is_some()
             || self.config.delivery != Delivery::Whole
             || self.has_control_output()
             || self.input_done()
@@ -421,6 +429,8 @@ impl Connection {
                 chunk.payload = chunk.payload.start + at..chunk.payload.end + at;
                 match self.data(chunk, consumed) {
                     Ok(Some(raw)) => Some(Some(Ok(raw))),
+                    // Waits for memory: nothing is decoded past the chunk.
+                    Ok(None) if self.stall.is_some() => Some(None),
                     Ok(None) => None,
                     Err(e) => Some(Some(Err(self.fail_now(e)))),
                 }
@@ -478,7 +488,11 @@ impl Connection {
     }
 
     /// [`data`](Self::data) for every other chunk.
-    fn data_rest(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
+    pub(super) fn data_rest(
+        &mut self,
+        chunk: DataChunk,
+        consumed: usize,
+    ) -> Result<Option<Raw>, Error> {
         #[cfg(feature = "deflate")]
         if chunk.compressed {
             let r = self.inflate(chunk, consumed);
@@ -499,7 +513,11 @@ impl Connection {
                     // never copied (`reserve_recv` makes room for the rest up front).
                     self.held_start = chunk.payload.start - self.rx_read;
                     self.held = consumed;
-                    self.charge_partial(0)?;
+                    // Bytes a read brought: when the budget cannot take them yet, the
+                    // connection waits (reading no more) until it can.
+                    if !self.charge_or_wait(0)? {
+                        self.stall(Stall::Settle);
+                    }
                     return Ok(None);
                 }
                 if self.held > 0 {
@@ -519,13 +537,18 @@ impl Connection {
                         self.consume_rx(self.held);
                         self.held = 0;
                     }
-                    // What arrived is charged as it arrives; past the budget, the message
-                    // is refused.
-                    self.charge_partial(0)?;
+                    // What arrived is charged as it arrives; past the budget, the
+                    // connection waits.
+                    if !self.charge_or_wait(0)? {
+                        self.stall(Stall::Settle);
+                    }
                     return Ok(None);
                 }
-                // Charged before it is copied.
-                self.charge_partial(chunk.payload.len())?;
+                // Charged before it is copied; past the budget, the chunk waits.
+                if !self.charge_or_wait(chunk.payload.len())? {
+                    self.stall_chunk(chunk, consumed);
+                    return Ok(None);
+                }
                 self.msg.extend_from_slice(&self.rx[chunk.payload]);
                 self.consume_rx(consumed);
                 if chunk.message_end {
@@ -576,7 +599,19 @@ impl Connection {
         let want = (max - so_far.min(max))
             .saturating_add(1)
             .min(inflate_bound(chunk.payload.len()));
-        let granted = self.charge.grow_up_to(want);
+        let granted = match self.charge.grow_up_to(want) {
+            Ok(granted) => granted,
+            // This connection alone would hold more than the whole budget.
+            Err(_) => return Err(Error::OverBudget),
+        };
+        if granted == 0 {
+            // Nothing granted now: the chunk waits, not inflated yet.
+            if self.config.budget_wait.is_zero() {
+                return Err(self.over_budget(super::budget::Short::Wait));
+            }
+            self.stall_chunk(chunk, consumed);
+            return Ok(None);
+        }
         // The budget, not the message limit, caps this chunk.
         let by_budget = granted < want;
         let limit = if by_budget { so_far + granted } else { max };
@@ -664,7 +699,7 @@ impl Connection {
     }
 
     /// [`fail`](Self::fail) with the error reported now, by the poll that met it.
-    fn fail_now(&mut self, e: Error) -> Error {
+    pub(super) fn fail_now(&mut self, e: Error) -> Error {
         self.fail(e.clone());
         self.failure_reported = true;
         e
