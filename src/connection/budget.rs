@@ -15,10 +15,12 @@
 //! ([`Connection::wants_read`](super::Connection::wants_read) is false), so TCP flow
 //! control holds its peer back. Whenever memory is released (a message handed over, a
 //! connection closed) the waiter at the head of the queue is woken (the IO layer
-//! registered a [`Waker`]; the blocking layer polls) and tries again; only the head may
-//! take memory while others wait, so a large charge is not starved by small ones, and a
-//! connection that holds nothing yet queues behind those that hold part of a message.
-//! Once the head's charge is granted it leaves the queue and wakes the next.
+//! registered a [`Waker`]; the blocking layer polls) and tries again. Of those that wait,
+//! only the head may take memory, so a large charge is not starved by small ones; a
+//! connection that holds part of a message and is not waiting may still take what fits
+//! (finishing its message gives memory back), but one that holds nothing yet queues
+//! behind the waiters rather than start a new message with memory they wait for. Once
+//! the head's charge is granted it leaves the queue and wakes the next.
 //!
 //! A wait is bounded by [`Config::budget_wait`](super::Config::budget_wait) (10 s by
 //! default), counted from the moment it began: a connection that cannot go on within it
@@ -45,9 +47,9 @@
 //!   completes or its timers fail it, and either way its charge goes back to 0, the floor
 //!   is free, and the next head is woken. So the queue always moves, one message at a time
 //!   in the worst case, and no cycle of waits can form.
-//! - Only one connection at a time is the floor, and while there are waiters no one else
-//!   grows (only the head and the floor may take memory), so the bytes charged never
-//!   pass the limit by more than one message (at most `limit` again, at most
+//! - Only one connection at a time is the floor, and no one else takes memory while the
+//!   bytes charged are past the limit (every other grant must fit under it), so they
+//!   never pass the limit by more than one message (at most `limit` again, at most
 //!   [`max_message_size`](super::Config::max_message_size)).
 //!
 //! And the bound remains: a wait that nothing ends within `budget_wait` (the memory is
@@ -391,11 +393,7 @@ impl Charge {
             return Ok(());
         }
         let n = bytes - self.bytes;
-        if self.waiting.is_none()
-            && !self.floor
-            && budget.inner.queued.load(Ordering::SeqCst) == 0
-            && budget.take(n, false) == n
-        {
+        if self.may_skip_queue(budget) && budget.take(n, false) == n {
             self.bytes = bytes;
             return Ok(());
         }
@@ -413,8 +411,7 @@ impl Charge {
         if n == 0 {
             return Ok(0);
         }
-        if self.waiting.is_none() && !self.floor && budget.inner.queued.load(Ordering::SeqCst) == 0
-        {
+        if self.may_skip_queue(budget) {
             let granted = budget.take(n, true);
             if granted > 0 {
                 self.bytes += granted;
@@ -426,6 +423,17 @@ impl Charge {
             Err(Short::Wait) => Ok(0),
             Err(Short::Never) => Err(Short::Never),
         }
+    }
+
+    /// Whether a charge may be taken without the queue's lock: when no one waits, or when
+    /// this holder holds part of a message already (not waiting itself): finishing it
+    /// gives memory back, where starting a new message while others wait would take it
+    /// from them.
+    #[inline]
+    fn may_skip_queue(&self, budget: &Budget) -> bool {
+        self.waiting.is_none()
+            && !self.floor
+            && (self.bytes > 0 || budget.inner.queued.load(Ordering::SeqCst) == 0)
     }
 
     /// Releases down to `bytes`; at 0 it leaves the queue and the floor.

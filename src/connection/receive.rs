@@ -14,6 +14,8 @@ use crate::message::{CloseFrame, Message, MessageRef};
 
 use super::stall::Stall;
 use super::{Connection, Delivery, Error, Event, Loc, OwnedEvent, RETAIN_CAPACITY, Raw};
+#[cfg(feature = "deflate")]
+use crate::deflate::Inflated;
 
 impl Connection {
     /// The next event, with payload borrowed until the next call; `None` when more bytes
@@ -429,8 +431,9 @@ impl Connection {
                 chunk.payload = chunk.payload.start + at..chunk.payload.end + at;
                 match self.data(chunk, consumed) {
                     Ok(Some(raw)) => Some(Some(Ok(raw))),
-                    // Waits for memory: nothing is decoded past the chunk.
-                    Ok(None) if self.stall.is_some() => Some(None),
+                    // Waits for memory: nothing is decoded past the chunk (unless the
+                    // budget grants it at once).
+                    Ok(None) if self.stall.is_some() => self.resume(),
                     Ok(None) => None,
                     Err(e) => Some(Some(Err(self.fail_now(e)))),
                 }
@@ -612,39 +615,51 @@ impl Connection {
             self.stall_chunk(chunk, consumed);
             return Ok(None);
         }
-        // The budget, not the message limit, caps this chunk.
+        // Memory was granted: a wait for it, if any, is over.
+        self.timers.budget_since = None;
+        // The budget, not the message limit, caps this chunk: the inflater pauses at the
+        // grant, and the rest waits for more.
         let by_budget = granted < want;
-        let limit = if by_budget { so_far + granted } else { max };
+        let stop = if by_budget {
+            so_far + granted
+        } else {
+            usize::MAX
+        };
         let Some(d) = self.deflate.as_deref_mut() else {
             return Err(Error::Protocol(ProtocolError::ReservedBits));
         };
         let pmd = &mut d.pmd;
         let input = &self.rx[chunk.payload.clone()];
+        let fin = chunk.message_end;
         let (r, start) = if chunks {
-            let r = pmd.decompress(input, chunk.message_end, &mut d.scratch, limit - so_far);
+            let r = pmd.decompress_within(
+                input,
+                fin,
+                &mut d.scratch,
+                max - so_far.min(max),
+                stop.saturating_sub(so_far),
+            );
             d.inflated += d.scratch.len();
             (r, 0)
         } else {
             let start = self.msg.len();
             (
-                pmd.decompress(input, chunk.message_end, &mut self.msg, limit),
+                pmd.decompress_within(input, fin, &mut self.msg, max, stop),
                 start,
             )
         };
-        if chunk.message_end && !chunks && r.is_ok() {
+        let paused = match r {
+            // A failure gives everything back with the rest of the input.
+            Err(e) => return Err(Error::Deflate(e)),
+            Ok(Inflated::Done) => None,
+            Ok(Inflated::Paused(took)) => Some(took),
+        };
+        if fin && !chunks && paused.is_none() {
             // Complete: handed over, no longer charged.
             self.msg_delivered = true;
         }
-        match r {
-            // A failure gives everything back with the rest of the input.
-            Err(crate::deflate::DeflateError::TooLarge) if by_budget => {
-                self.charge.note_refused();
-                return Err(Error::OverBudget);
-            }
-            Err(e) => return Err(Error::Deflate(e)),
-            // The unused part of the grant goes back.
-            Ok(()) => self.charge_partial(0)?,
-        }
+        // The unused part of the grant goes back.
+        self.charge_partial(0)?;
         let Some(d) = self.deflate.as_deref_mut() else {
             return Err(Error::Protocol(ProtocolError::ReservedBits));
         };
@@ -654,11 +669,33 @@ impl Connection {
             d.utf8
                 .feed(&out[start..])
                 .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
-            if chunk.message_end {
+            if fin && paused.is_none() {
                 d.utf8
                     .finish()
                     .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
             }
+        }
+        if let Some(took) = paused {
+            // The rest of the chunk waits for more memory; in chunk delivery what was
+            // inflated is handed over now (its charge goes back at the next call).
+            let produced = !out.is_empty() && chunks;
+            let mut rest = chunk;
+            rest.payload.start += took;
+            let kind = rest.kind;
+            if self.config.budget_wait.is_zero() {
+                return Err(self.over_budget(super::budget::Short::Wait));
+            }
+            self.stall_chunk(rest, consumed);
+            if produced {
+                let first = self.chunk_first(false);
+                return Ok(Some(Raw::Data {
+                    kind,
+                    loc: Loc::Scratch,
+                    first,
+                    fin: false,
+                }));
+            }
+            return Ok(None);
         }
         let produced = out.len() > start;
         self.consume_rx(consumed);

@@ -86,40 +86,48 @@ impl Connection {
         self.stall(Stall::Chunk { chunk, consumed });
     }
 
-    /// For `next_raw` while the connection waits: tries again when the budget woke it.
+    /// For `next_raw` while the connection waits: tries again when the budget says to.
     /// `None` when the wait is over and decoding goes on; `Some` with what `next_raw`
     /// returns (`Some(None)`: it still waits).
     #[cold]
     pub(super) fn resume(&mut self) -> Option<Option<Result<Raw, Error>>> {
-        if !self.charge.poll_wait(None) {
-            return Some(None);
-        }
-        let what = self.stall.take()?;
-        let r = match *what {
-            Stall::Settle => match self.charge_or_wait(0) {
-                Ok(true) => None,
-                Ok(false) => {
-                    self.stall = Some(what);
-                    return Some(None);
-                }
-                Err(e) => Some(Some(Err(self.fail_now(e)))),
-            },
-            Stall::Chunk {
-                mut chunk,
-                consumed,
-            } => {
-                chunk.payload =
-                    chunk.payload.start + self.rx_read..chunk.payload.end + self.rx_read;
-                match self.data_rest(chunk, consumed) {
-                    Ok(Some(raw)) => Some(Some(Ok(raw))),
-                    // Waits again (the budget granted part of what it needs).
-                    Ok(None) if self.stall.is_some() => return Some(None),
-                    Ok(None) => None,
-                    Err(e) => Some(Some(Err(self.fail_now(e)))),
+        // Tries while the budget says to: it woke this connection, or the connection is
+        // not queued (an inflate that paused at its grant goes on at once while it is
+        // granted more).
+        while self.charge.poll_wait(None) {
+            let what = self.stall.take()?;
+            match *what {
+                Stall::Settle => match self.charge_or_wait(0) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.stall = Some(what);
+                        continue;
+                    }
+                    Err(e) => return Some(Some(Err(self.fail_now(e)))),
+                },
+                Stall::Chunk {
+                    mut chunk,
+                    consumed,
+                } => {
+                    chunk.payload =
+                        chunk.payload.start + self.rx_read..chunk.payload.end + self.rx_read;
+                    match self.data_rest(chunk, consumed) {
+                        Ok(Some(raw)) => {
+                            if self.stall.is_none() {
+                                self.timers.budget_since = None;
+                            }
+                            return Some(Some(Ok(raw)));
+                        }
+                        // Waits again (the budget granted part of what it needs).
+                        Ok(None) if self.stall.is_some() => continue,
+                        Ok(None) => {}
+                        Err(e) => return Some(Some(Err(self.fail_now(e)))),
+                    }
                 }
             }
-        };
-        self.timers.budget_since = None;
-        r
+            self.timers.budget_since = None;
+            return None;
+        }
+        Some(None)
     }
 }

@@ -17,6 +17,17 @@ const WINDOW_BITS: u8 = 15;
 pub(crate) struct Receiver {
     /// Created on the first compressed message.
     inflate: Option<Inflate>,
+    /// Bytes of the trailer inflated when a message's last frame paused in it.
+    trailer: u8,
+}
+
+/// How far a bounded inflate got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Inflated {
+    /// All the input is inflated.
+    Done,
+    /// Paused at the pause point, having taken this many bytes of the input.
+    Paused(usize),
 }
 
 impl core::fmt::Debug for Receiver {
@@ -29,26 +40,60 @@ impl core::fmt::Debug for Receiver {
 
 impl Receiver {
     pub(crate) fn new() -> Self {
-        Receiver { inflate: None }
+        Receiver {
+            inflate: None,
+            trailer: 0,
+        }
     }
 
+    /// Inflates `input` (and the trailer when `fin`) onto `out`, failing past `max_len`,
+    /// pausing when `out` holds `stop` bytes (when `stop` ≤ `max_len`).
     pub(crate) fn decompress(
         &mut self,
         input: &[u8],
         fin: bool,
         out: &mut Vec<u8>,
         max_len: usize,
-    ) -> Result<(), DeflateError> {
-        let mut result = self.inflate_all(input, out, max_len);
-        if fin && result.is_ok() {
-            // RFC 7692 7.2.2: append 00 00 ff ff to the message's payload, then inflate.
-            result = self.inflate_all(&TRAILER, out, max_len);
-        }
+        stop: usize,
+    ) -> Result<Inflated, DeflateError> {
+        let result = self.decompress_inner(input, fin, out, max_len, stop);
         if result.is_err() {
             // The stream is mid-message or broken; start afresh should the caller go on.
             self.restart();
+            self.trailer = 0;
         }
         result
+    }
+
+    fn decompress_inner(
+        &mut self,
+        input: &[u8],
+        fin: bool,
+        out: &mut Vec<u8>,
+        max_len: usize,
+        stop: usize,
+    ) -> Result<Inflated, DeflateError> {
+        // Paused in the trailer: the input was all taken before it.
+        if self.trailer == 0
+            && let Some(took) = self.inflate_all(input, out, max_len, stop)?
+        {
+            return Ok(Inflated::Paused(took));
+        }
+        if !fin {
+            return Ok(Inflated::Done);
+        }
+        // RFC 7692 7.2.2: append 00 00 ff ff to the message's payload, then inflate.
+        let fed = usize::from(self.trailer).min(TRAILER.len());
+        match self.inflate_all(&TRAILER[fed..], out, max_len, stop)? {
+            Some(took) => {
+                self.trailer = (fed + took) as u8;
+                Ok(Inflated::Paused(input.len()))
+            }
+            None => {
+                self.trailer = 0;
+                Ok(Inflated::Done)
+            }
+        }
     }
 
     fn restart(&mut self) {
@@ -58,17 +103,25 @@ impl Receiver {
         }
     }
 
+    /// Inflates `input` onto `out`: `None` once all of it is inflated, `Some` with how
+    /// much it took when it paused at `stop`.
     fn inflate_all(
         &mut self,
         mut input: &[u8],
         out: &mut Vec<u8>,
         max_len: usize,
-    ) -> Result<(), DeflateError> {
-        // One past the limit: producing that byte proves the message too large.
-        let cap_limit = max_len.saturating_add(1);
+        stop: usize,
+    ) -> Result<Option<usize>, DeflateError> {
+        let total = input.len();
+        // One past the limit: producing that byte proves the message too large. A pause
+        // point before it caps the output (and the capacity) there.
+        let cap_limit = max_len.saturating_add(1).min(stop);
         loop {
             let room = cap_limit.saturating_sub(out.len());
             if room == 0 {
+                if stop <= max_len {
+                    return Ok(Some(total - input.len()));
+                }
                 return Err(DeflateError::TooLarge);
             }
             let step = input
@@ -98,14 +151,14 @@ impl Receiver {
                     // that the trailer completes) is inflated as a new stream.
                     self.restart();
                     if input.is_empty() {
-                        return Ok(());
+                        return Ok(None);
                     }
                     continue;
                 }
                 Ok(Status::Ok | Status::BufError) => {}
             }
             if input.is_empty() && produced < step {
-                return Ok(());
+                return Ok(None);
             }
             if consumed == 0 && produced == 0 {
                 // No progress with both input and output room: cannot happen with valid
