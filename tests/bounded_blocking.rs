@@ -27,9 +27,9 @@ use tokio::sync::mpsc;
 
 mod bounded_support;
 use bounded_support::{
-    IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted, check_liveness,
-    client_handshake, deflated_zeros, frame, hold_open_fragment, ramp, read_close, trickle,
-    trickling_server, unfinished_message, write_until_stuck,
+    BUDGET_WAIT, IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted,
+    check_liveness, client_handshake, deflated_zeros, frame, hold_open_fragment, ramp, read_close,
+    trickle, trickling_server, unfinished_message, write_until_stuck,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -261,7 +261,11 @@ fn two_thousand_open_compressed_fragments_to_a_blocking_server_stay_under_the_bu
     let rt = runtime();
     let budget = Budget::new(64 * MIB);
     let config = ServerConfig::default()
-        .with_connection(Config::default().with_budget(Some(budget.clone())))
+        .with_connection(
+            Config::default()
+                .with_budget(Some(budget.clone()))
+                .with_budget_wait(BUDGET_WAIT),
+        )
         .with_deflate(Some(DeflateConfig::default()));
     let (addr, ended) = echo_server(config, Duration::from_secs(5));
     let fragment = {
@@ -346,7 +350,11 @@ fn two_thousand_blocking_clients_receiving_open_compressed_fragments_share_a_bud
     let prober = probing(probe_addr, stop.clone());
     let config = Arc::new(
         ClientConfig::default()
-            .with_connection(Config::default().with_budget(Some(budget.clone())))
+            .with_connection(
+                Config::default()
+                    .with_budget(Some(budget.clone()))
+                    .with_budget_wait(BUDGET_WAIT),
+            )
             .with_deflate(Some(DeflateConfig::default())),
     );
     let url = format!("ws://{addr}/");

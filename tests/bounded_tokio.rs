@@ -35,9 +35,9 @@ mod alloc_count;
 mod bounded_support;
 use alloc_count::{live_heap, peak_heap, reset_peak};
 use bounded_support::{
-    IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted, check_liveness,
-    client_handshake, deflated_zeros, frame, hold_open_fragment, listener, ramp, read_close,
-    trickle, trickling_server, unfinished_message, write_until_stuck,
+    BUDGET_WAIT, IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted,
+    check_liveness, client_handshake, deflated_zeros, frame, hold_open_fragment, listener, ramp,
+    read_close, trickle, trickling_server, unfinished_message, write_until_stuck,
 };
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -299,7 +299,11 @@ async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit:
     reset_peak();
     let budget = Budget::new(limit);
     let config = ServerConfig::default()
-        .with_connection(Config::default().with_budget(Some(budget.clone())))
+        .with_connection(
+            Config::default()
+                .with_budget(Some(budget.clone()))
+                .with_budget_wait(BUDGET_WAIT),
+        )
         .with_deflate(Some(DeflateConfig::default()));
     let (addr, _ended) = echo_server(config).await;
     let fragment = {
@@ -425,7 +429,11 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
     let stop = Arc::new(AtomicBool::new(false));
     let mut prober = probing(probe_addr, stop.clone());
     let config = ClientConfig::default()
-        .with_connection(Config::default().with_budget(Some(budget.clone())))
+        .with_connection(
+            Config::default()
+                .with_budget(Some(budget.clone()))
+                .with_budget_wait(BUDGET_WAIT),
+        )
         .with_deflate(Some(DeflateConfig::default()));
     let url = format!("ws://{addr}/");
     let refused = Arc::new(AtomicUsize::new(0));
