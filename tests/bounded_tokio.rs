@@ -8,7 +8,7 @@
 //! | shape | bounded by | the peer reads |
 //! |---|---|---|
 //! | never reads, the application blocked in `send` | keepalive + pong timeout | nothing (it does not read); reset after the linger |
-//! | compressed open fragments, 1,000x amplification, on 2,000 connections | the shared [`Budget`] | 1013 for the refused |
+//! | compressed open fragments, 1,000x amplification, on 2,000 connections | the shared [`Budget`] | 1013 for those that waited `budget_wait` for memory |
 //! | a fragmented message never finished | `message_timeout` | 1008 |
 //! | one byte now and then | `idle_timeout` (progress is a frame, not a byte) | 1001 |
 //!
@@ -290,8 +290,10 @@ async fn client_blocked_in_send_to_a_server_that_never_reads_fails_after_keepali
 
 /// `conns` raw clients each open a compressed message with one fragment (FIN = 0)
 /// inflating to `inflated` bytes and keep it open; our server's budget is `limit`. Those
-/// the budget takes hold their fragment, the others read 1013; the budget never passes
-/// its limit and is back at zero once the attackers leave.
+/// the budget takes hold their fragment, the others wait for memory (reading nothing)
+/// and read 1013 once `BUDGET_WAIT` has passed; the budget never passes its limit (the
+/// holders are not waiting, so no waiter is let past it) and is back at zero once the
+/// attackers leave.
 async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit: usize) {
     let _serial = SERIAL.lock().await;
     bounded_support::ensure_descriptors(3 * conns as u64 + 256);

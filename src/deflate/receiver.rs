@@ -168,3 +168,78 @@ impl Receiver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Role;
+    use crate::deflate::{DeflateConfig, DeflateParams, PerMessageDeflate};
+
+    /// Mixed text that compresses about 10 to 1, with runs that inflate far past a step.
+    fn message(len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| {
+                if (i / 5000) % 3 == 0 {
+                    0
+                } else {
+                    b"pause and go on "[i % 16]
+                }
+            })
+            .collect()
+    }
+
+    fn compressed(pmd: &mut PerMessageDeflate, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        assert!(pmd.compress(data, &mut out).unwrap());
+        out
+    }
+
+    /// Inflates `wire` (split into frames of `frame` bytes) pausing every `grant` bytes
+    /// of output, going on with what each pause left of the input.
+    fn inflate_in_grants(r: &mut Receiver, wire: &[u8], frame: usize, grant: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let frames: Vec<&[u8]> = wire.chunks(frame).collect();
+        for (i, f) in frames.iter().enumerate() {
+            let fin = i + 1 == frames.len();
+            let mut input = *f;
+            loop {
+                let stop = out.len() + grant;
+                match r.decompress(input, fin, &mut out, 1 << 30, stop).unwrap() {
+                    Inflated::Done => break,
+                    Inflated::Paused(took) => {
+                        assert_eq!(out.len(), stop, "paused at the grant");
+                        assert!(out.capacity() <= stop.max(1024), "grown past the grant");
+                        input = &input[took..];
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_inflate_paused_at_every_grant_goes_on_where_it_stopped() {
+        let mut sender = PerMessageDeflate::new(
+            Role::Client,
+            DeflateParams::default(),
+            &DeflateConfig::new().min_size(0),
+        );
+        let mut r = Receiver::new();
+        for (len, frame, grant) in [
+            (300_000, usize::MAX, 1),
+            (300_000, 7, 4096),
+            (1_000_000, 1000, 65_537),
+            (10, usize::MAX, 3),
+        ] {
+            let data = message(len);
+            let wire = compressed(&mut sender, &data);
+            let frame = frame.min(wire.len().max(1));
+            // The same inflater throughout: its window carries over, as on a connection.
+            let got = inflate_in_grants(&mut r, &wire, frame, grant);
+            assert!(
+                got == data,
+                "{len} bytes, frames of {frame}, grants of {grant}"
+            );
+        }
+    }
+}
