@@ -15,12 +15,14 @@
 //! ([`Connection::wants_read`](super::Connection::wants_read) is false), so TCP flow
 //! control holds its peer back. Whenever memory is released (a message handed over, a
 //! connection closed) the waiter at the head of the queue is woken (the IO layer
-//! registered a [`Waker`]; the blocking layer polls) and tries again. Of those that wait,
-//! only the head may take memory, so a large charge is not starved by small ones; a
-//! connection that holds part of a message and is not waiting may still take what fits
-//! (finishing its message gives memory back), but one that holds nothing yet queues
-//! behind the waiters rather than start a new message with memory they wait for. Once
-//! the head's charge is granted it leaves the queue and wakes the next.
+//! registered a [`Waker`]; the blocking layer polls) and tries again, with the next few
+//! waiters (at most 4 are woken per release). What the head asked for is kept for it:
+//! the others (waiters behind it, and connections that hold nothing yet, which join the
+//! queue) may take only what fits and leaves the head's need free, so a large charge is
+//! never starved by small ones, and a head that is slow to try again (a reading half no
+//! one polls) does not hold up the rest. A connection that holds part of a message and
+//! is not waiting may take what fits (finishing its message gives memory back). Once the
+//! head's charge is granted it leaves the queue and wakes the next.
 //!
 //! A wait is bounded by [`Config::budget_wait`](super::Config::budget_wait) (10 s by
 //! default), counted from the moment it began: a connection that cannot go on within it
@@ -143,7 +145,7 @@ struct Counters {
     queue: Mutex<Queue>,
 }
 
-/// The waiters, first come first served, and the floor.
+/// The waiters, oldest first, and the floor.
 #[derive(Default)]
 struct Queue {
     /// Sorted by ticket (tickets only grow).
@@ -159,6 +161,8 @@ struct Waiter {
     ticket: u64,
     /// What it had charged when it began to wait (unchanged while it waits).
     bytes: usize,
+    /// What it asked for when it last tried: while it is the head, kept free for it.
+    need: usize,
     waker: Option<Waker>,
     /// Woken since it last registered: it is to try again, waker or not.
     woken: bool,
@@ -186,7 +190,23 @@ impl Queue {
         head.woken = true;
         head.waker.take()
     }
+
+    /// Memory came back: marks the first [`WAKE`] waiters woken (the head first, which the
+    /// others leave its need to), and hands over their wakers.
+    fn wake_some(&mut self) -> [Option<Waker>; WAKE] {
+        let mut wakers = [const { None }; WAKE];
+        for (w, slot) in self.waiters.iter_mut().zip(&mut wakers) {
+            w.woken = true;
+            *slot = w.waker.take();
+        }
+        wakers
+    }
 }
+
+/// How many waiters a release wakes: the head, and a few behind it that may fit in what
+/// the head leaves (one whose task is not polling, a reading half no one reads, must not
+/// hold up the others until its wait runs out).
+const WAKE: usize = 4;
 
 /// Why a charge was not granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,12 +293,17 @@ impl Budget {
     /// Charges `n` bytes if they fit under the limit, all or nothing (`partial`: as many
     /// as fit, maybe none); the bytes charged.
     fn take(&self, n: usize, partial: bool) -> usize {
+        self.take_leaving(n, partial, 0)
+    }
+
+    /// [`take`](Self::take), leaving `reserve` bytes under the limit free (the head's).
+    fn take_leaving(&self, n: usize, partial: bool, reserve: usize) -> usize {
         let c = &self.inner;
         let mut granted = 0;
         let r = c
             .held
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
-                let free = c.limit.saturating_sub(held);
+                let free = c.limit.saturating_sub(held).saturating_sub(reserve);
                 granted = if partial {
                     n.min(free)
                 } else if n <= free {
@@ -321,8 +346,8 @@ impl Budget {
         // A waiter joins the queue (counted here) before it tries the charge, under the
         // lock: either its try sees these bytes back, or this sees it and wakes it.
         if self.inner.queued.load(Ordering::SeqCst) > 0 {
-            let waker = self.lock().wake_head();
-            if let Some(w) = waker {
+            let wakers = self.lock().wake_some();
+            for w in wakers.into_iter().flatten() {
                 w.wake();
             }
         }
@@ -499,6 +524,7 @@ impl Charge {
                         q.waiters.push_back(Waiter {
                             ticket: t,
                             bytes: self.bytes,
+                            need: n,
                             waker: None,
                             woken: false,
                         });
@@ -508,8 +534,18 @@ impl Charge {
                         t
                     }
                 };
-                let head = q.waiters.front().is_some_and(|w| w.ticket == ticket);
-                let granted = if head { budget.take(n, partial) } else { 0 };
+                if let Some(at) = q.find(ticket) {
+                    q.waiters[at].need = n;
+                }
+                // The head may take what fits; the others what fits and leaves the head's
+                // need free, so that it is never starved, nor anyone held up by a head that
+                // is slow to try again.
+                let (head, reserve) = match q.waiters.front() {
+                    Some(w) if w.ticket == ticket => (true, 0),
+                    Some(w) => (false, w.need),
+                    None => (true, 0),
+                };
+                let granted = budget.take_leaving(n, partial, reserve);
                 if granted > 0 {
                     self.waiting = None;
                     wake = q.remove(ticket, &budget.inner.queued);
@@ -644,20 +680,26 @@ mod tests {
     }
 
     #[test]
-    fn waiters_go_first_come_first_served() {
+    fn the_heads_need_is_kept_for_it_and_the_others_take_what_leaves_it() {
         let b = Budget::new(100);
         let mut holder = Charge::new(Some(&b));
         let mut big = Charge::new(Some(&b));
         let mut small = Charge::new(Some(&b));
+        let mut late = Charge::new(Some(&b));
         assert_eq!(holder.settle(90), Ok(()));
         assert_eq!(big.settle(50), Err(Short::Wait));
-        // Ten bytes are free, but the head waits for fifty: no one passes it.
+        // Ten bytes are free, but the head waits for fifty: no one takes them from it.
         assert_eq!(small.settle(5), Err(Short::Wait));
         assert_eq!(holder.settle(40), Ok(()));
-        assert_eq!(small.settle(5), Err(Short::Wait));
-        assert_eq!(big.settle(50), Ok(()));
+        // Sixty free: five of them leave the head its fifty, even before it tries again.
         assert_eq!(small.settle(5), Ok(()));
-        assert_eq!((b.held(), b.waiting()), (95, 0));
+        assert_eq!(late.settle(10), Err(Short::Wait));
+        assert_eq!(big.settle(50), Ok(()));
+        assert_eq!(late.settle(10), Err(Short::Wait));
+        assert_eq!((b.held(), b.waiting()), (95, 1));
+        drop(holder);
+        assert_eq!(late.settle(10), Ok(()));
+        assert_eq!((b.held(), b.waiting()), (65, 0));
     }
 
     #[test]

@@ -131,7 +131,13 @@ const RETAIN_CAPACITY: usize = 64 * 1024;
 /// 3. **Time**: [`poll_timeout`](Self::poll_timeout) says when the next timer is due;
 ///    call [`handle_timeout`](Self::handle_timeout) then (or later), poll events (a
 ///    timeout is reported there as an error) and poll output (a keepalive ping).
-/// 4. **Sending**: [`send`](Self::send), [`send_bytes`](Self::send_bytes),
+/// 4. **Memory**: when the shared [`Budget`] has no room for the message being received,
+///    [`waits_for_budget`](Self::waits_for_budget) is true and
+///    [`wants_read`](Self::wants_read) false: read nothing, register a waker with
+///    [`register_budget_waker`](Self::register_budget_waker) (or poll again a little
+///    later), and poll events again when woken; the wait's deadline
+///    ([`Config::budget_wait`]) is in [`poll_timeout`](Self::poll_timeout).
+/// 5. **Sending**: [`send`](Self::send), [`send_bytes`](Self::send_bytes),
 ///    [`begin_message`](Self::begin_message)/[`send_chunk`](Self::send_chunk)/
 ///    [`end_message`](Self::end_message), [`ping`](Self::ping), [`pong`](Self::pong),
 ///    [`close`](Self::close), [`send_prepared`](Self::send_prepared) queue frames.
