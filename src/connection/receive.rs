@@ -617,14 +617,10 @@ impl Connection {
         }
         // Memory was granted: a wait for it, if any, is over.
         self.timers.budget_since = None;
-        // The budget, not the message limit, caps this chunk: the inflater pauses at the
-        // grant, and the rest waits for more.
-        let by_budget = granted < want;
-        let stop = if by_budget {
-            so_far + granted
-        } else {
-            usize::MAX
-        };
+        // The inflater pauses at the grant (past the message limit only when the grant
+        // reaches one byte past it, which proves the message too large), and the rest of
+        // the chunk waits for more.
+        let stop = so_far.saturating_add(granted);
         let Some(d) = self.deflate.as_deref_mut() else {
             return Err(Error::Protocol(ProtocolError::ReservedBits));
         };
