@@ -120,6 +120,32 @@ fn fragments_past_the_budget_wait_and_go_on_when_memory_comes_back() {
     assert!(budget.peak() <= budget.limit());
 }
 
+/// The IO layer's order: a poll finds the budget short, memory comes back, then the IO
+/// layer registers its waker: it is told to poll again, and that poll takes the memory
+/// (the wake must not be spent on the registration).
+#[test]
+fn a_wake_that_comes_before_the_waker_is_registered_is_not_lost() {
+    let budget = Budget::new(10_000);
+    let config = Config::default().with_budget(Some(budget.clone()));
+    let (budget, mut first, mut second) = second_waits_for_the_first(config);
+    let waker = std::task::Waker::noop();
+    assert!(second.register_budget_waker(waker), "waits");
+    assert!(drain(&mut second).is_empty());
+    assert_eq!(feed(&mut first, &raw_frame(0x80, 0, &[])).len(), 1);
+    assert!(!second.register_budget_waker(waker), "poll again now");
+    assert!(
+        !second.register_budget_waker(waker),
+        "still: the poll has not tried yet"
+    );
+    assert!(second.waits_for_budget());
+    assert!(
+        drain(&mut second).is_empty(),
+        "the rest of its message has not come"
+    );
+    assert!(!second.waits_for_budget() && second.wants_read());
+    assert_eq!((budget.held(), budget.waiting()), (5_000, 0));
+}
+
 #[test]
 fn a_wait_past_budget_wait_is_refused_with_1013_and_counted() {
     let budget = Budget::new(10_000);

@@ -5,25 +5,28 @@
 //!
 //! - Legitimate load: 16 connections each echoing 256 KiB messages through servers
 //!   sharing a 512 KiB budget (each message is half the budget; together they want 8 times
-//!   it), over the tokio layer with `recv`/`send`, with the handler API's borrowed
-//!   callback, and over the blocking layer: every message comes back unchanged, nothing is
+//!   it), over the tokio layer with `recv`/`send` (uncompressed, and compressed: the
+//!   inflater pauses at its grant), with the handler API's borrowed callback, and over the
+//!   blocking layer, while one more client holds 400 KiB of the budget in a message it
+//!   finishes once the others wait: every message comes back unchanged, nothing is
 //!   refused, and the budget did run out (connections waited).
 //! - No way forward: a raw peer holds most of the budget in a message it never finishes;
 //!   another's message waits, then gets 1013 once `budget_wait` has passed, on the tokio
 //!   and on the blocking server, while the holder is untouched.
 //!
 //! No timing is asserted beyond the wait's own deadline; the bounds are hang guards.
-#![cfg(all(feature = "tokio", feature = "blocking"))]
+#![cfg(all(feature = "tokio", feature = "blocking", feature = "deflate"))]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rapidws::deflate::DeflateConfig;
 use rapidws::handler::{Handler, Socket, serve_handler};
 use rapidws::tokio::{
     ClientConfig, CloseFrame, Config, Message, MessageRef, ServerConfig, WebSocket, connect, serve,
 };
-use rapidws::{Budget, Error};
+use rapidws::{Budget, Compression, Error, MessageKind};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -52,16 +55,32 @@ fn server_config(budget: &Budget) -> ServerConfig {
 /// Errors the servers met, to be none.
 type Failures = Arc<Mutex<Vec<String>>>;
 
-/// `CONNS` clients, each sending `ROUNDS` messages one at a time and checking each echo.
-async fn run_clients(addr: SocketAddr) {
+/// `CONNS` clients, each sending `ROUNDS` messages one at a time and checking each echo,
+/// while a client of the same server first holds 400 KiB of the budget in a message it
+/// finishes only once the others have run into the budget: the budget surely runs out
+/// (no scheduling luck needed), and is then shared under load.
+async fn run_clients(addr: SocketAddr, budget: &Budget, config: ClientConfig) {
     let url = format!("ws://{addr}/");
+    let mut holder = connect(&url, &config).await.expect("connect");
+    let held = vec![7u8; 400 << 10];
+    let mut writer = holder
+        .begin_message_with(MessageKind::Binary, Compression::Never)
+        .expect("begin");
+    writer.send_chunk(&held).await.expect("first fragment");
+    writer.flush().await.expect("flush");
+    let start = Instant::now();
+    while budget.held() < held.len() {
+        assert!(
+            start.elapsed() < GUARD,
+            "the holder's fragment never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut tasks = Vec::new();
     for conn in 0..CONNS {
-        let url = url.clone();
+        let (url, config) = (url.clone(), config.clone());
         tasks.push(tokio::spawn(async move {
-            let mut ws = connect(&url, &ClientConfig::default())
-                .await
-                .expect("connect");
+            let mut ws = connect(&url, &config).await.expect("connect");
             for round in 0..ROUNDS {
                 let sent = payload(conn, round);
                 ws.send(Message::binary(sent.clone())).await.expect("send");
@@ -78,6 +97,17 @@ async fn run_clients(addr: SocketAddr) {
             ws.close(1000u16, "done").await.expect("close");
         }));
     }
+    // The others run into the budget the holder fills: they wait.
+    while budget.waiting() == 0 {
+        assert!(start.elapsed() < GUARD, "no one waited: {budget:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    writer.finish(&[]).await.expect("last fragment");
+    match holder.recv().await {
+        Ok(Some(Message::Binary(got))) => assert!(got[..] == held[..], "the holder's echo"),
+        other => panic!("the holder: {other:?}"),
+    }
+    holder.close(1000u16, "done").await.expect("close");
     for t in tasks {
         t.await.expect("a client failed");
     }
@@ -101,42 +131,64 @@ async fn check_budget(what: &str, budget: &Budget, failures: &Failures) {
     assert!(budget.peak() <= BUDGET + SIZE + 64, "{what}: {budget:?}");
 }
 
+/// A `recv`/`send` echo server on `l` with `config`.
+fn echo_server(l: tokio::net::TcpListener, config: ServerConfig, failures: &Failures) {
+    let f = failures.clone();
+    tokio::spawn(serve(l, config, move |mut ws: WebSocket<TcpStream>| {
+        let f = f.clone();
+        async move {
+            loop {
+                match ws.recv().await {
+                    Ok(Some(m)) if m.is_data() => {
+                        if let Err(e) = ws.send(m).await {
+                            f.lock().unwrap().push(format!("send: {e}"));
+                            break;
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(e) => {
+                        f.lock().unwrap().push(format!("recv: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+    }));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legitimate_load_past_the_budget_is_slowed_not_refused_recv_send() {
     let budget = Budget::new(BUDGET);
     let failures = Failures::default();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
-    let f = failures.clone();
-    tokio::spawn(serve(
-        l,
-        server_config(&budget),
-        move |mut ws: WebSocket<TcpStream>| {
-            let f = f.clone();
-            async move {
-                loop {
-                    match ws.recv().await {
-                        Ok(Some(m)) if m.is_data() => {
-                            if let Err(e) = ws.send(m).await {
-                                f.lock().unwrap().push(format!("send: {e}"));
-                                break;
-                            }
-                        }
-                        Ok(Some(_)) => {}
-                        Ok(None) => break,
-                        Err(e) => {
-                            f.lock().unwrap().push(format!("recv: {e}"));
-                            break;
-                        }
-                    }
-                }
-            }
-        },
-    ));
-    tokio::time::timeout(GUARD, run_clients(addr))
+    echo_server(l, server_config(&budget), &failures);
+    tokio::time::timeout(GUARD, run_clients(addr, &budget, ClientConfig::default()))
         .await
         .expect("hang guard");
     check_budget("recv/send", &budget, &failures).await;
+}
+
+/// Compressed: each message inflates to 256 KiB from a few KiB, so the server's
+/// inflater pauses at what the budget grants and goes on when more comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legitimate_compressed_load_past_the_budget_is_slowed_not_refused() {
+    let budget = Budget::new(BUDGET);
+    let failures = Failures::default();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let deflate = Some(DeflateConfig::default());
+    echo_server(
+        l,
+        server_config(&budget).with_deflate(deflate.clone()),
+        &failures,
+    );
+    let config = ClientConfig::default().with_deflate(deflate);
+    tokio::time::timeout(GUARD, run_clients(addr, &budget, config))
+        .await
+        .expect("hang guard");
+    check_budget("compressed", &budget, &failures).await;
 }
 
 /// The handler API's borrowed echo.
@@ -164,7 +216,7 @@ async fn legitimate_load_past_the_budget_is_slowed_not_refused_borrowed_handler(
     tokio::spawn(serve_handler(l, server_config(&budget), move |_| {
         Echo(f.clone())
     }));
-    tokio::time::timeout(GUARD, run_clients(addr))
+    tokio::time::timeout(GUARD, run_clients(addr, &budget, ClientConfig::default()))
         .await
         .expect("hang guard");
     check_budget("borrowed handler", &budget, &failures).await;
@@ -206,7 +258,7 @@ async fn legitimate_load_past_the_budget_is_slowed_not_refused_blocking() {
     let budget = Budget::new(BUDGET);
     let failures = Failures::default();
     let addr = blocking_echo_server(server_config(&budget), failures.clone());
-    tokio::time::timeout(GUARD, run_clients(addr))
+    tokio::time::timeout(GUARD, run_clients(addr, &budget, ClientConfig::default()))
         .await
         .expect("hang guard");
     check_budget("blocking", &budget, &failures).await;

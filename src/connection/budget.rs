@@ -602,9 +602,12 @@ impl Charge {
         }
     }
 
-    /// While it waits: registers `waker` to be woken when it is to try again, and says
-    /// whether it is to try again now (it was woken since it last registered, or it no
-    /// longer waits). `None` for the waker: only asks.
+    /// While it waits: says whether it is to try again now (it was woken since it last
+    /// tried, or it no longer waits), and with `waker`, registers it to be woken when it
+    /// is. Only `None` (the try itself) consumes the wake: an IO layer that registers
+    /// and finds it woken polls again, and that poll's try must still see the wake (it
+    /// was lost there once, and a head that did not try again never took the memory nor
+    /// became the floor, so everyone behind it waited out `budget_wait`).
     pub(crate) fn poll_wait(&self, waker: Option<&Waker>) -> bool {
         let (Some(budget), Some(ticket)) = (&self.budget, self.waiting) else {
             return true;
@@ -614,15 +617,16 @@ impl Charge {
             return true;
         };
         let w = &mut q.waiters[at];
-        if std::mem::take(&mut w.woken) {
-            return true;
+        match waker {
+            None => std::mem::take(&mut w.woken),
+            Some(_) if w.woken => true,
+            Some(waker) => {
+                if !w.waker.as_ref().is_some_and(|old| old.will_wake(waker)) {
+                    w.waker = Some(waker.clone());
+                }
+                false
+            }
         }
-        if let Some(waker) = waker
-            && !w.waker.as_ref().is_some_and(|old| old.will_wake(waker))
-        {
-            w.waker = Some(waker.clone());
-        }
-        false
     }
 
     /// Counts a refusal.
