@@ -18,6 +18,7 @@
 #![cfg(all(feature = "tokio", feature = "blocking", feature = "deflate"))]
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,7 +50,11 @@ fn payload(conn: usize, round: usize) -> Vec<u8> {
 }
 
 fn server_config(budget: &Budget) -> ServerConfig {
-    ServerConfig::default().with_connection(Config::default().with_budget(Some(budget.clone())))
+    ServerConfig::default().with_connection(
+        Config::default()
+            .with_budget(Some(budget.clone()))
+            .with_budget_wait(Duration::from_secs(10)),
+    )
 }
 
 /// Errors the servers met, to be none.
@@ -222,19 +227,31 @@ async fn legitimate_load_past_the_budget_is_slowed_not_refused_borrowed_handler(
     check_budget("borrowed handler", &budget, &failures).await;
 }
 
-/// A blocking echo server, a thread per connection; its address.
-fn blocking_echo_server(config: ServerConfig, failures: Failures) -> SocketAddr {
+/// A blocking echo server, a thread per connection, each socket with a read timeout of
+/// its own (a `read` that times out, waiting for the peer or for memory, is called
+/// again); its address, and how many reads timed out.
+fn blocking_echo_server(
+    config: ServerConfig,
+    failures: Failures,
+) -> (SocketAddr, Arc<AtomicUsize>) {
+    let timeouts = Arc::new(AtomicUsize::new(0));
+    let counted = timeouts.clone();
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for stream in l.incoming() {
             let Ok(stream) = stream else { return };
             let (config, failures) = (config.clone(), failures.clone());
+            let timeouts = counted.clone();
             std::thread::spawn(move || {
                 let mut ws = match rapidws::blocking::accept(stream, &config) {
                     Ok(ws) => ws,
                     Err(e) => return failures.lock().unwrap().push(format!("accept: {e}")),
                 };
+                ws.get_mut()
+                    .set_read_timeout(Some(Duration::from_millis(50)))
+                    .unwrap();
+                let mut mine = 0;
                 loop {
                     match ws.read() {
                         Ok(Some(m)) if m.is_data() => {
@@ -244,20 +261,27 @@ fn blocking_echo_server(config: ServerConfig, failures: Failures) -> SocketAddr 
                         }
                         Ok(Some(_)) => {}
                         Ok(None) => return,
-                        Err(e) => return failures.lock().unwrap().push(format!("read: {e}")),
+                        Err(e) if e.is_would_block() => {
+                            mine += 1;
+                            timeouts.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            let e = format!("read: {e} (after {mine} read timeouts)");
+                            return failures.lock().unwrap().push(e);
+                        }
                     }
                 }
             });
         }
     });
-    addr
+    (addr, timeouts)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legitimate_load_past_the_budget_is_slowed_not_refused_blocking() {
     let budget = Budget::new(BUDGET);
     let failures = Failures::default();
-    let addr = blocking_echo_server(server_config(&budget), failures.clone());
+    let (addr, _) = blocking_echo_server(server_config(&budget), failures.clone());
     tokio::time::timeout(GUARD, run_clients(addr, &budget, ClientConfig::default()))
         .await
         .expect("hang guard");
@@ -361,7 +385,7 @@ async fn a_tokio_server_refuses_with_1013_what_cannot_fit_within_the_wait() {
 async fn a_blocking_server_refuses_with_1013_what_cannot_fit_within_the_wait() {
     let budget = Budget::new(BUDGET);
     let failures = Failures::default();
-    let addr = blocking_echo_server(waiting_config(&budget), failures.clone());
+    let (addr, timeouts) = blocking_echo_server(waiting_config(&budget), failures.clone());
     a_message_that_cannot_fit_gets_1013_after_the_wait(addr, &budget).await;
     let start = Instant::now();
     while !failures
@@ -373,4 +397,14 @@ async fn a_blocking_server_refuses_with_1013_what_cannot_fit_within_the_wait() {
         assert!(start.elapsed() < GUARD, "{failures:?}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // The 300 ms wait for memory outlasted the socket's 50 ms read timeout: `read`
+    // returned to its caller meanwhile, as a read that found nothing does.
+    assert!(timeouts.load(Ordering::Relaxed) > 0);
+    let refused = failures.lock().unwrap().clone();
+    assert!(
+        refused
+            .iter()
+            .any(|e| e.contains("budget") && !e.contains("after 0 read timeouts")),
+        "{refused:?}"
+    );
 }

@@ -62,6 +62,9 @@ pub struct WebSocket<S> {
     user_write_timeout: Option<Option<Duration>>,
     /// The send timeout was looked at (and the write timeout shortened, if need be).
     send_timeout_armed: bool,
+    /// How long the current `read` has waited for memory from the budget: past the
+    /// socket's own read timeout it returns as a read that timed out would.
+    budget_napped: Duration,
 }
 
 impl<S> fmt::Debug for WebSocket<S> {
@@ -128,6 +131,7 @@ impl<S: Transport> WebSocket<S> {
             user_read_timeout: None,
             user_write_timeout: None,
             send_timeout_armed: false,
+            budget_napped: Duration::ZERO,
         }
     }
 
@@ -351,6 +355,7 @@ impl<S: Transport> WebSocket<S> {
     /// [`Error::Io`] of kind `UnexpectedEof` when the peer closed TCP without a close
     /// frame. These end the connection.
     pub fn read(&mut self) -> Result<Option<Message>, Error> {
+        self.budget_napped = Duration::ZERO;
         loop {
             match self.conn.poll_message() {
                 Some(Ok(msg)) => {
@@ -400,8 +405,7 @@ impl<S: Transport> WebSocket<S> {
             return None;
         }
         if self.conn.waits_for_budget() {
-            self.wait_for_budget();
-            return None;
+            return self.wait_for_budget();
         }
         match self.fill() {
             Ok(()) => {}
@@ -439,6 +443,7 @@ impl<S: Transport> WebSocket<S> {
     /// # }
     /// ```
     pub fn read_batch(&mut self) -> Result<Option<Batch<'_>>, Error> {
+        self.budget_napped = Duration::ZERO;
         let raw = loop {
             match self.conn.poll_raw(true) {
                 Some(Ok(raw)) => {
@@ -463,8 +468,17 @@ impl<S: Transport> WebSocket<S> {
     /// backpressure). Nothing can wake a blocked thread, so it sleeps a short while (from
     /// 1 ms, longer the longer it has waited, at most 20 ms, never past the connection's
     /// next deadline) before the connection is polled again; the wait's own deadline
-    /// (`Config::budget_wait`) ends it with 1013 at the latest.
-    fn wait_for_budget(&mut self) {
+    /// (`Config::budget_wait`) ends it with 1013 at the latest. A `read` that has waited
+    /// as long as the socket's own read timeout returns `WouldBlock`, as a read that found
+    /// nothing would, losing nothing: the next call goes on waiting.
+    fn wait_for_budget(&mut self) -> Option<Result<(), Error>> {
+        let own = match self.user_read_timeout {
+            Some(own) => own,
+            None => self.stream.read_timeout().ok().flatten(),
+        };
+        if own.is_some_and(|own| self.budget_napped >= own) {
+            return Some(Err(Error::Io(io::ErrorKind::WouldBlock.into())));
+        }
         let now = Instant::now();
         let waited = self
             .conn
@@ -474,8 +488,13 @@ impl<S: Transport> WebSocket<S> {
         if let Some(deadline) = self.conn.poll_timeout() {
             nap = nap.min(deadline.saturating_duration_since(now));
         }
+        if let Some(own) = own {
+            nap = nap.min(own.saturating_sub(self.budget_napped));
+        }
         std::thread::sleep(nap);
+        self.budget_napped += nap;
         self.run_timers();
+        None
     }
 
     fn run_timers(&mut self) {

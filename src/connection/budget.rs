@@ -15,8 +15,9 @@
 //! ([`Connection::wants_read`](super::Connection::wants_read) is false), so TCP flow
 //! control holds its peer back. Whenever memory is released (a message handed over, a
 //! connection closed) the waiter at the head of the queue is woken (the IO layer
-//! registered a [`Waker`]; the blocking layer polls) and tries again, with the next few
-//! waiters (at most 4 are woken per release). What the head asked for is kept for it:
+//! registered a [`Waker`]; the blocking layer polls) and tries again, with the waiters
+//! behind it whose need fits in what is left (at most 8 woken per release). What the head
+//! asked for is kept for it:
 //! the others (waiters behind it, and connections that hold nothing yet, which join the
 //! queue) may take only what fits and leaves the head's need free, so a large charge is
 //! never starved by small ones, and a head that is slow to try again (a reading half no
@@ -175,38 +176,80 @@ impl Queue {
             .ok()
     }
 
-    /// Removes the waiter `ticket`; when it was the head, the new head is to be woken.
-    fn remove(&mut self, ticket: u64, queued: &AtomicUsize) -> Option<Waker> {
-        let at = self.find(ticket)?;
-        let w = self.waiters.remove(at)?;
+    /// Removes the waiter `ticket`; when it was the head, the new head changes what the
+    /// others must leave free, and those that may go on now (with `free` bytes free) are
+    /// to be woken.
+    fn remove(&mut self, ticket: u64, queued: &AtomicUsize, free: usize) -> Wakers {
+        let Some(at) = self.find(ticket) else {
+            return Wakers::default();
+        };
+        let Some(w) = self.waiters.remove(at) else {
+            return Wakers::default();
+        };
         self.waiting_bytes -= w.bytes;
         queued.fetch_sub(1, Ordering::SeqCst);
-        if at == 0 { self.wake_head() } else { None }
+        if at == 0 {
+            self.wake_fitting(free)
+        } else {
+            Wakers::default()
+        }
     }
 
     /// Marks the head woken, and hands over its waker to be woken once the lock is let go.
-    fn wake_head(&mut self) -> Option<Waker> {
-        let head = self.waiters.front_mut()?;
-        head.woken = true;
-        head.waker.take()
+    fn wake_head(&mut self) -> Wakers {
+        let mut wakers = Wakers::default();
+        if let Some(head) = self.waiters.front_mut() {
+            head.woken = true;
+            wakers.0[0] = head.waker.take();
+        }
+        wakers
     }
 
-    /// Memory came back: marks the first [`WAKE`] waiters woken (the head first, which the
-    /// others leave its need to), and hands over their wakers.
-    fn wake_some(&mut self) -> [Option<Waker>; WAKE] {
-        let mut wakers = [const { None }; WAKE];
-        for (w, slot) in self.waiters.iter_mut().zip(&mut wakers) {
+    /// Memory came back (`free` bytes are free): marks woken the head, and in order the
+    /// waiters behind it whose need fits in what the ones before leave (at most [`WAKE`]
+    /// in all, looking at most [`SCAN`] deep), and hands over their wakers. A waiter that
+    /// could go on is never left asleep behind ones that cannot (woken only when it
+    /// reached the first few, it could sleep until its wait ran out).
+    fn wake_fitting(&mut self, free: usize) -> Wakers {
+        let mut wakers = Wakers::default();
+        let mut left = free;
+        let mut n = 0;
+        for (i, w) in self.waiters.iter_mut().take(SCAN).enumerate() {
+            // The head always tries (it may become the floor); the others if they fit.
+            if i > 0 && w.need > left {
+                continue;
+            }
+            left = left.saturating_sub(w.need);
             w.woken = true;
-            *slot = w.waker.take();
+            wakers.0[n] = w.waker.take();
+            n += 1;
+            if n == WAKE {
+                break;
+            }
         }
         wakers
     }
 }
 
-/// How many waiters a release wakes: the head, and a few behind it that may fit in what
-/// the head leaves (one whose task is not polling, a reading half no one reads, must not
-/// hold up the others until its wait runs out).
-const WAKE: usize = 4;
+/// Wakers taken out under the queue's lock, to be woken once it is let go.
+#[derive(Default)]
+struct Wakers([Option<Waker>; WAKE]);
+
+impl Wakers {
+    fn wake(self) {
+        for w in self.0.into_iter().flatten() {
+            w.wake();
+        }
+    }
+}
+
+/// How many waiters one release wakes at most: the head, and those behind it whose need
+/// fits in what the ones before them leave (one whose task is slow to try again, a
+/// reading half no one reads, must not hold up the others until its wait runs out).
+const WAKE: usize = 8;
+
+/// How deep a release looks into the queue for waiters that fit.
+const SCAN: usize = 256;
 
 /// Why a charge was not granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,10 +389,8 @@ impl Budget {
         // A waiter joins the queue (counted here) before it tries the charge, under the
         // lock: either its try sees these bytes back, or this sees it and wakes it.
         if self.inner.queued.load(Ordering::SeqCst) > 0 {
-            let wakers = self.lock().wake_some();
-            for w in wakers.into_iter().flatten() {
-                w.wake();
-            }
+            let free = self.limit().saturating_sub(self.held());
+            self.lock().wake_fitting(free).wake();
         }
     }
 
@@ -469,13 +510,13 @@ impl Charge {
         let n = self.bytes - bytes;
         self.bytes = bytes;
         if self.waiting.is_some() || self.floor {
-            let mut wake = None;
+            let mut wake = Wakers::default();
             {
                 let mut q = budget.lock();
                 if let Some(ticket) = self.waiting {
                     if bytes == 0 {
                         self.waiting = None;
-                        wake = q.remove(ticket, &budget.inner.queued);
+                        wake = q.remove(ticket, &budget.inner.queued, 0);
                     } else if let Some(at) = q.find(ticket) {
                         q.waiters[at].bytes -= n;
                         q.waiting_bytes -= n;
@@ -486,9 +527,7 @@ impl Charge {
                     q.floor = None;
                 }
             }
-            if let Some(w) = wake {
-                w.wake();
-            }
+            wake.wake();
         }
         budget.release(n);
     }
@@ -507,7 +546,7 @@ impl Charge {
             budget.note_refused();
             return Err(Short::Never);
         }
-        let mut wake = None;
+        let mut wake = Wakers::default();
         let result = {
             let mut q = budget.lock();
             if self.floor {
@@ -546,9 +585,10 @@ impl Charge {
                     None => (true, 0),
                 };
                 let granted = budget.take_leaving(n, partial, reserve);
+                let free = limit.saturating_sub(budget.held());
                 if granted > 0 {
                     self.waiting = None;
-                    wake = q.remove(ticket, &budget.inner.queued);
+                    wake = q.remove(ticket, &budget.inner.queued, free);
                     Ok(granted)
                 } else if head
                     && q.floor.is_none()
@@ -557,7 +597,7 @@ impl Charge {
                     // Every byte charged is held by a waiter: nothing comes back unless
                     // one goes on. The head does, past the limit, as the floor.
                     self.waiting = None;
-                    wake = q.remove(ticket, &budget.inner.queued);
+                    wake = q.remove(ticket, &budget.inner.queued, 0);
                     q.floor = Some(ticket);
                     self.floor = true;
                     budget.take_past(n);
@@ -575,9 +615,7 @@ impl Charge {
                 }
             }
         };
-        if let Some(w) = wake {
-            w.wake();
-        }
+        wake.wake();
         if let Ok(granted) = result {
             self.bytes += granted;
         }
@@ -596,10 +634,11 @@ impl Charge {
         let (Some(budget), Some(ticket)) = (&self.budget, self.waiting.take()) else {
             return;
         };
-        let wake = budget.lock().remove(ticket, &budget.inner.queued);
-        if let Some(w) = wake {
-            w.wake();
-        }
+        let free = budget.limit().saturating_sub(budget.held());
+        budget
+            .lock()
+            .remove(ticket, &budget.inner.queued, free)
+            .wake();
     }
 
     /// While it waits: says whether it is to try again now (it was woken since it last
