@@ -333,8 +333,10 @@ async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit:
     }
     // Every fragment is either held or refused.
     let per = inflated;
+    // No one still waiting: one whose inflater paused at a partial grant holds part of
+    // a fragment until its wait ends in 1013.
     until("every fragment is held or refused", || {
-        budget.held() / per + refused.load(Ordering::Relaxed) == conns
+        budget.waiting() == 0 && budget.held() / per + refused.load(Ordering::Relaxed) == conns
     })
     .await;
     // Let the probes run while everything is held.
@@ -455,8 +457,10 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
             };
         }));
     }
+    // No one still waiting: one whose inflater paused at a partial grant holds part of
+    // a fragment until its wait ends in 1013.
     until("every fragment is held or refused", || {
-        budget.held() / INFLATED + refused.load(Ordering::Relaxed) == CONNS
+        budget.waiting() == 0 && budget.held() / INFLATED + refused.load(Ordering::Relaxed) == CONNS
     })
     .await;
     let admitted = budget.held() / INFLATED;
