@@ -40,8 +40,10 @@ pub enum Error {
     /// A deadline passed: one of the connection's timers, the connect or the handshake.
     Timeout(Timeout),
     /// A message being received was refused because the memory budget shared with other
-    /// connections ([`Config::budget`](crate::Config::budget)) was exhausted; a close
-    /// frame with 1013 ("try again later") was sent.
+    /// connections ([`Config::budget`](crate::Config::budget)) stayed exhausted for
+    /// [`Config::budget_wait`](crate::Config::budget_wait) while the connection waited
+    /// (or the message could never fit); a close frame with 1013 ("try again later") was
+    /// sent.
     OverBudget,
     /// A fragmented message this side was sending was abandoned part way (a
     /// `MessageWriter` dropped or a `send_from` cancelled after some of it was queued):

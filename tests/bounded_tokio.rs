@@ -8,7 +8,7 @@
 //! | shape | bounded by | the peer reads |
 //! |---|---|---|
 //! | never reads, the application blocked in `send` | keepalive + pong timeout | nothing (it does not read); reset after the linger |
-//! | compressed open fragments, 1,000x amplification, on 2,000 connections | the shared [`Budget`] | 1013 for the refused |
+//! | compressed open fragments, 1,000x amplification, on 2,000 connections | the shared [`Budget`] | 1013 for those that waited `budget_wait` for memory |
 //! | a fragmented message never finished | `message_timeout` | 1008 |
 //! | one byte now and then | `idle_timeout` (progress is a frame, not a byte) | 1001 |
 //!
@@ -35,9 +35,9 @@ mod alloc_count;
 mod bounded_support;
 use alloc_count::{live_heap, peak_heap, reset_peak};
 use bounded_support::{
-    IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted, check_liveness,
-    client_handshake, deflated_zeros, frame, hold_open_fragment, listener, ramp, read_close,
-    trickle, trickling_server, unfinished_message, write_until_stuck,
+    BUDGET_WAIT, IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted,
+    check_liveness, client_handshake, deflated_zeros, frame, hold_open_fragment, listener, ramp,
+    read_close, trickle, trickling_server, unfinished_message, write_until_stuck,
 };
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -290,8 +290,10 @@ async fn client_blocked_in_send_to_a_server_that_never_reads_fails_after_keepali
 
 /// `conns` raw clients each open a compressed message with one fragment (FIN = 0)
 /// inflating to `inflated` bytes and keep it open; our server's budget is `limit`. Those
-/// the budget takes hold their fragment, the others read 1013; the budget never passes
-/// its limit and is back at zero once the attackers leave.
+/// the budget takes hold their fragment, the others wait for memory (reading nothing)
+/// and read 1013 once `BUDGET_WAIT` has passed; the budget never passes its limit (the
+/// holders are not waiting, so no waiter is let past it) and is back at zero once the
+/// attackers leave.
 async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit: usize) {
     let _serial = SERIAL.lock().await;
     bounded_support::ensure_descriptors(3 * conns as u64 + 256);
@@ -299,7 +301,11 @@ async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit:
     reset_peak();
     let budget = Budget::new(limit);
     let config = ServerConfig::default()
-        .with_connection(Config::default().with_budget(Some(budget.clone())))
+        .with_connection(
+            Config::default()
+                .with_budget(Some(budget.clone()))
+                .with_budget_wait(BUDGET_WAIT),
+        )
         .with_deflate(Some(DeflateConfig::default()));
     let (addr, _ended) = echo_server(config).await;
     let fragment = {
@@ -327,8 +333,10 @@ async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit:
     }
     // Every fragment is either held or refused.
     let per = inflated;
+    // No one still waiting: one whose inflater paused at a partial grant holds part of
+    // a fragment until its wait ends in 1013.
     until("every fragment is held or refused", || {
-        budget.held() / per + refused.load(Ordering::Relaxed) == conns
+        budget.waiting() == 0 && budget.held() / per + refused.load(Ordering::Relaxed) == conns
     })
     .await;
     // Let the probes run while everything is held.
@@ -425,7 +433,11 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
     let stop = Arc::new(AtomicBool::new(false));
     let mut prober = probing(probe_addr, stop.clone());
     let config = ClientConfig::default()
-        .with_connection(Config::default().with_budget(Some(budget.clone())))
+        .with_connection(
+            Config::default()
+                .with_budget(Some(budget.clone()))
+                .with_budget_wait(BUDGET_WAIT),
+        )
         .with_deflate(Some(DeflateConfig::default()));
     let url = format!("ws://{addr}/");
     let refused = Arc::new(AtomicUsize::new(0));
@@ -445,8 +457,10 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
             };
         }));
     }
+    // No one still waiting: one whose inflater paused at a partial grant holds part of
+    // a fragment until its wait ends in 1013.
     until("every fragment is held or refused", || {
-        budget.held() / INFLATED + refused.load(Ordering::Relaxed) == CONNS
+        budget.waiting() == 0 && budget.held() / INFLATED + refused.load(Ordering::Relaxed) == CONNS
     })
     .await;
     let admitted = budget.held() / INFLATED;

@@ -1,7 +1,9 @@
 //! The memory budget shared by connections, on the sans-IO core: what a message being
 //! received holds is charged as it arrives and given back when the message is handed
-//! over, or the connection fails, closes or is dropped; past the limit the message is
-//! refused with 1013, and past the message limit with 1009 whatever the budget.
+//! over, or the connection fails, closes or is dropped; past the limit the connection
+//! waits (reading nothing) until memory comes back, or is refused with 1013 once
+//! `Config::budget_wait` has passed, and past the message limit gets 1009 whatever the
+//! budget.
 //!
 //! The real-socket shapes (thousands of connections holding open fragments) are in
 //! `tests/bounded_tokio.rs` and `tests/bounded_blocking.rs`.
@@ -74,32 +76,173 @@ fn a_message_arriving_whole_is_never_charged() {
     assert_eq!((budget.peak(), budget.refused()), (0, 0));
 }
 
-#[test]
-fn fragments_past_the_budget_are_refused_with_1013_and_counted() {
-    let budget = Budget::new(10_000);
-    let config = Config::default().with_budget(Some(budget.clone()));
+/// Two connections on a budget of 10,000 bytes: the first holds 6,000 of an open
+/// message, the second's open message needs 5,000 more and waits.
+fn second_waits_for_the_first(config: Config) -> (Budget, Connection, Connection) {
+    let budget = config.budget.clone().unwrap();
     let mut first = server(config.clone());
     let mut second = server(config);
-    // The first connection holds 6,000 bytes of an open message.
     assert!(feed(&mut first, &raw_frame(0x02, 6_000, &[0; 6_000])).is_empty());
     assert_eq!(budget.held(), 6_000);
-    // The second one's open message needs 5,000 more: refused, the first one untouched.
-    let events = feed(&mut second, &raw_frame(0x02, 5_000, &[0; 5_000]));
-    assert_eq!(events, vec![Err(Error::OverBudget)]);
+    assert!(feed(&mut second, &raw_frame(0x02, 5_000, &[2; 5_000])).is_empty());
+    assert!(second.waits_for_budget());
+    assert!(!second.wants_read(), "a waiting connection reads nothing");
+    assert_eq!(
+        (budget.held(), budget.waiting(), budget.waited()),
+        (6_000, 1, 1)
+    );
+    assert_eq!(budget.refused(), 0);
+    (budget, first, second)
+}
+
+#[test]
+fn fragments_past_the_budget_wait_and_go_on_when_memory_comes_back() {
+    let budget = Budget::new(10_000);
+    let config = Config::default().with_budget(Some(budget.clone()));
+    let (budget, mut first, mut second) = second_waits_for_the_first(config);
+    // More bytes for the waiting connection are not decoded (an IO layer would not even
+    // read them).
+    assert!(feed(&mut second, &raw_frame(0x80, 3, &[3; 3])).is_empty());
+    // The first one completes its message and gives everything back.
+    let events = feed(&mut first, &raw_frame(0x80, 10, &[1; 10]));
+    let mut want = vec![0u8; 6_000];
+    want.extend_from_slice(&[1; 10]);
+    assert_eq!(events, vec![binary(&want)]);
+    // The second goes on where it stopped.
+    let mut want = vec![2u8; 5_000];
+    want.extend_from_slice(&[3; 3]);
+    assert_eq!(drain(&mut second), vec![binary(&want)]);
+    assert!(!second.waits_for_budget() && second.wants_read());
+    assert_eq!(
+        (budget.held(), budget.waiting(), budget.refused()),
+        (0, 0, 0)
+    );
+    assert!(budget.peak() <= budget.limit());
+}
+
+/// The IO layer's order: a poll finds the budget short, memory comes back, then the IO
+/// layer registers its waker: it is told to poll again, and that poll takes the memory
+/// (the wake must not be spent on the registration).
+#[test]
+fn a_wake_that_comes_before_the_waker_is_registered_is_not_lost() {
+    let budget = Budget::new(10_000);
+    let config = Config::default().with_budget(Some(budget.clone()));
+    let (budget, mut first, mut second) = second_waits_for_the_first(config);
+    let waker = std::task::Waker::noop();
+    assert!(second.register_budget_waker(waker), "waits");
+    assert!(drain(&mut second).is_empty());
+    assert_eq!(feed(&mut first, &raw_frame(0x80, 0, &[])).len(), 1);
+    assert!(!second.register_budget_waker(waker), "poll again now");
+    assert!(
+        !second.register_budget_waker(waker),
+        "still: the poll has not tried yet"
+    );
+    assert!(second.waits_for_budget());
+    assert!(
+        drain(&mut second).is_empty(),
+        "the rest of its message has not come"
+    );
+    assert!(!second.waits_for_budget() && second.wants_read());
+    assert_eq!((budget.held(), budget.waiting()), (5_000, 0));
+}
+
+#[test]
+fn a_wait_past_budget_wait_is_refused_with_1013_and_counted() {
+    let budget = Budget::new(10_000);
+    let wait = std::time::Duration::from_secs(3);
+    let config = Config::default()
+        .with_budget(Some(budget.clone()))
+        .with_budget_wait(wait);
+    let start = Instant::now();
+    let (budget, mut first, mut second) = second_waits_for_the_first(config);
+    let deadline = second.poll_timeout().expect("the wait has a deadline");
+    assert!(deadline <= Instant::now() + wait && deadline + wait >= start + wait);
+    second.handle_timeout(deadline);
+    assert_eq!(drain(&mut second), vec![Err(Error::OverBudget)]);
     assert_eq!(
         Error::OverBudget.close_code(),
         Some(CloseCode::TRY_AGAIN_LATER)
     );
     assert_eq!(sent_close_code(&mut second), Some(1013));
     assert!(second.is_closed());
-    assert_eq!((budget.held(), budget.refused()), (6_000, 1));
-    // The first one completes its message and gives everything back.
-    let events = feed(&mut first, &raw_frame(0x80, 10, &[1; 10]));
-    let mut want = vec![0u8; 6_000];
-    want.extend_from_slice(&[1; 10]);
-    assert_eq!(events, vec![binary(&want)]);
+    assert_eq!(
+        (budget.held(), budget.refused(), budget.waiting()),
+        (6_000, 1, 0)
+    );
+    // The first is untouched.
+    assert_eq!(feed(&mut first, &raw_frame(0x80, 0, &[])).len(), 1);
     assert_eq!(budget.held(), 0);
-    assert!(budget.peak() <= budget.limit());
+}
+
+#[test]
+fn a_budget_wait_of_zero_refuses_at_once() {
+    let budget = Budget::new(10_000);
+    let config = Config::default()
+        .with_budget(Some(budget.clone()))
+        .with_budget_wait(std::time::Duration::ZERO);
+    let mut first = server(config.clone());
+    let mut second = server(config);
+    assert!(feed(&mut first, &raw_frame(0x02, 6_000, &[0; 6_000])).is_empty());
+    let events = feed(&mut second, &raw_frame(0x02, 5_000, &[0; 5_000]));
+    assert_eq!(events, vec![Err(Error::OverBudget)]);
+    assert_eq!(sent_close_code(&mut second), Some(1013));
+    assert_eq!(
+        (budget.held(), budget.refused(), budget.waiting()),
+        (6_000, 1, 0)
+    );
+}
+
+#[test]
+fn a_message_larger_than_the_whole_budget_is_refused_at_once() {
+    let budget = Budget::new(10_000);
+    let mut conn = server(Config::default().with_budget(Some(budget.clone())));
+    assert!(feed(&mut conn, &raw_frame(0x02, 6_000, &[0; 6_000])).is_empty());
+    let events = feed(&mut conn, &raw_frame(0x00, 5_000, &[0; 5_000]));
+    assert_eq!(events, vec![Err(Error::OverBudget)]);
+    assert_eq!(sent_close_code(&mut conn), Some(1013));
+    assert_eq!(
+        (budget.held(), budget.refused(), budget.waiting()),
+        (0, 1, 0)
+    );
+}
+
+/// Eight connections, each holding part of a message and needing more than is left:
+/// all would wait for ever. The oldest waiter is let past the limit, finishes, gives
+/// back, and so on: every message completes, none is refused.
+#[test]
+fn waiters_that_hold_the_whole_budget_do_not_deadlock() {
+    let budget = Budget::new(64_000);
+    let config = Config::default().with_budget(Some(budget.clone()));
+    let mut conns: Vec<Connection> = (0..8).map(|_| server(config.clone())).collect();
+    // Each holds 8,000 bytes of a fragmented message: the budget is full.
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert!(feed(c, &raw_frame(0x02, 8_000, &vec![i as u8; 8_000])).is_empty());
+    }
+    assert_eq!(budget.held(), 64_000);
+    // Each gets its last 8,000 bytes: none fits.
+    let mut done = vec![None; 8];
+    for (i, c) in conns.iter_mut().enumerate() {
+        for ev in feed(c, &raw_frame(0x80, 8_000, &vec![i as u8; 8_000])) {
+            done[i] = Some(ev);
+        }
+    }
+    for _ in 0..100 {
+        for (i, c) in conns.iter_mut().enumerate() {
+            for ev in drain(c) {
+                done[i] = Some(ev);
+            }
+        }
+    }
+    for (i, ev) in done.into_iter().enumerate() {
+        assert_eq!(ev, Some(binary(&vec![i as u8; 16_000])), "connection {i}");
+    }
+    assert_eq!(
+        (budget.held(), budget.waiting(), budget.refused()),
+        (0, 0, 0)
+    );
+    assert!(budget.waited() >= 7, "{budget:?}");
+    // Past the limit by one message at most.
+    assert!(budget.peak() <= budget.limit() + 16_000, "{budget:?}");
 }
 
 #[test]
@@ -209,30 +352,96 @@ mod deflate {
     }
 
     #[test]
-    fn inflated_output_is_charged_and_a_fragment_past_the_budget_gets_1013() {
+    fn inflated_output_is_charged_and_a_fragment_past_the_budget_waits_then_gets_1013() {
         const MIB: usize = 1 << 20;
         let budget = Budget::new(10 * MIB);
         let config = Config::default().with_budget(Some(budget.clone()));
         let fragment = open_fragment(4 * MIB);
         assert!(fragment.len() < 8 << 10, "{} bytes", fragment.len());
         let mut conns: Vec<Connection> = (0..3).map(|_| with_deflate(config.clone())).collect();
-        let mut refused = 0;
         for conn in &mut conns {
-            match feed(conn, &fragment).as_slice() {
-                [] => {}
-                [Err(Error::OverBudget)] => {
-                    assert_eq!(sent_close_code(conn), Some(1013));
-                    refused += 1;
+            assert_eq!(feed(conn, &fragment), vec![]);
+        }
+        // Two hold 4 MiB each; the third inflated what was left (2 MiB) and waits.
+        assert!(!conns[0].waits_for_budget() && !conns[1].waits_for_budget());
+        assert!(conns[2].waits_for_budget());
+        assert_eq!(conns[2].budget_charge(), 2 * MIB);
+        assert_eq!(
+            (budget.held(), budget.waiting(), budget.refused()),
+            (10 * MIB, 1, 0)
+        );
+        assert!(budget.peak() <= budget.limit());
+        // Nothing comes back within the wait: 1013, and its grant goes back.
+        let deadline = conns[2].poll_timeout().unwrap();
+        conns[2].handle_timeout(deadline);
+        assert_eq!(drain(&mut conns[2]), vec![Err(Error::OverBudget)]);
+        assert_eq!(sent_close_code(&mut conns[2]), Some(1013));
+        assert_eq!((budget.held(), budget.refused()), (8 * MIB, 1));
+        drop(conns);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn an_inflation_paused_at_its_grant_goes_on_when_memory_comes_back() {
+        const MIB: usize = 1 << 20;
+        let budget = Budget::new(5 * MIB);
+        let config = Config::default().with_budget(Some(budget.clone()));
+        let mut holder = server(config.clone());
+        assert!(
+            feed(
+                &mut holder,
+                &raw_frame(0x02, 3 * MIB as u64, &vec![1; 3 * MIB])
+            )
+            .is_empty()
+        );
+        let mut conn = with_deflate(config);
+        let payload = bomb(4 * MIB);
+        let wire = raw_frame(0x80 | 0x40 | 0x02, payload.len() as u64, &payload);
+        assert_eq!(feed(&mut conn, &wire), vec![]);
+        assert!(conn.waits_for_budget());
+        assert_eq!(conn.budget_charge(), 2 * MIB);
+        // The holder's message completes: the inflater goes on where it paused.
+        assert_eq!(feed(&mut holder, &raw_frame(0x80, 0, &[])).len(), 1);
+        assert_eq!(drain(&mut conn), vec![binary(&vec![0; 4 * MIB])]);
+        assert_eq!(
+            (budget.held(), budget.refused(), budget.waiting()),
+            (0, 0, 0)
+        );
+        // And the inflater is in step for the next message.
+        assert_eq!(feed(&mut conn, &wire), vec![binary(&vec![0; 4 * MIB])]);
+    }
+
+    #[test]
+    fn inflated_chunks_paused_at_the_grant_are_handed_over_and_go_on() {
+        const MIB: usize = 1 << 20;
+        let budget = Budget::new(2 * MIB);
+        let config = Config::default()
+            .with_delivery(Delivery::Chunks)
+            .with_budget(Some(budget.clone()));
+        let mut holder = server(Config::default().with_budget(Some(budget.clone())));
+        let mut conn = with_deflate(config);
+        assert!(feed(&mut holder, &raw_frame(0x02, MIB as u64, &vec![1; MIB])).is_empty());
+        let payload = bomb(3 * MIB);
+        let wire = raw_frame(0x80 | 0x40 | 0x02, payload.len() as u64, &payload);
+        conn.handle_bytes(Instant::now(), &wire);
+        let mut got = 0;
+        let mut fin = false;
+        for _ in 0..1000 {
+            match conn.poll_event_owned() {
+                Some(Ok(OwnedEvent::Chunk { data, fin: f, .. })) => {
+                    assert!(data.iter().all(|&b| b == 0));
+                    got += data.len();
+                    fin = f;
+                    assert!(budget.held() <= budget.limit(), "{budget:?}");
                 }
+                None if fin => break,
+                None => {}
                 other => panic!("{other:?}"),
             }
         }
-        // Two hold 4 MiB each; the third would pass 10 MiB.
-        assert_eq!((refused, budget.refused()), (1, 1));
-        assert_eq!(budget.held(), 8 * MIB);
-        assert!(budget.peak() <= budget.limit());
-        drop(conns);
-        assert_eq!(budget.held(), 0);
+        assert!(fin);
+        assert_eq!(got, 3 * MIB);
+        assert_eq!(budget.refused(), 0);
     }
 
     #[test]

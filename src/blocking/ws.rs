@@ -62,6 +62,9 @@ pub struct WebSocket<S> {
     user_write_timeout: Option<Option<Duration>>,
     /// The send timeout was looked at (and the write timeout shortened, if need be).
     send_timeout_armed: bool,
+    /// How long the current `read` has waited for memory from the budget: past the
+    /// socket's own read timeout it returns as a read that timed out would.
+    budget_napped: Duration,
 }
 
 impl<S> fmt::Debug for WebSocket<S> {
@@ -128,6 +131,7 @@ impl<S: Transport> WebSocket<S> {
             user_read_timeout: None,
             user_write_timeout: None,
             send_timeout_armed: false,
+            budget_napped: Duration::ZERO,
         }
     }
 
@@ -351,6 +355,7 @@ impl<S: Transport> WebSocket<S> {
     /// [`Error::Io`] of kind `UnexpectedEof` when the peer closed TCP without a close
     /// frame. These end the connection.
     pub fn read(&mut self) -> Result<Option<Message>, Error> {
+        self.budget_napped = Duration::ZERO;
         loop {
             match self.conn.poll_message() {
                 Some(Ok(msg)) => {
@@ -399,6 +404,9 @@ impl<S: Transport> WebSocket<S> {
             self.conn.handle_shutdown(Instant::now());
             return None;
         }
+        if self.conn.waits_for_budget() {
+            return self.wait_for_budget();
+        }
         match self.fill() {
             Ok(()) => {}
             Err(e) if is_would_block(&e) => {
@@ -435,6 +443,7 @@ impl<S: Transport> WebSocket<S> {
     /// # }
     /// ```
     pub fn read_batch(&mut self) -> Result<Option<Batch<'_>>, Error> {
+        self.budget_napped = Duration::ZERO;
         let raw = loop {
             match self.conn.poll_raw(true) {
                 Some(Ok(raw)) => {
@@ -453,6 +462,39 @@ impl<S: Transport> WebSocket<S> {
             }
         };
         Ok(Some(self.conn.batch_of(raw)))
+    }
+
+    /// The connection waits for memory from its budget: no read (the peer meets TCP
+    /// backpressure). Nothing can wake a blocked thread, so it sleeps a short while (from
+    /// 1 ms, longer the longer it has waited, at most 20 ms, never past the connection's
+    /// next deadline) before the connection is polled again; the wait's own deadline
+    /// (`Config::budget_wait`) ends it with 1013 at the latest. A `read` that has waited
+    /// as long as the socket's own read timeout returns `WouldBlock`, as a read that found
+    /// nothing would, losing nothing: the next call goes on waiting.
+    fn wait_for_budget(&mut self) -> Option<Result<(), Error>> {
+        let own = match self.user_read_timeout {
+            Some(own) => own,
+            None => self.stream.read_timeout().ok().flatten(),
+        };
+        if own.is_some_and(|own| self.budget_napped >= own) {
+            return Some(Err(Error::Io(io::ErrorKind::WouldBlock.into())));
+        }
+        let now = Instant::now();
+        let waited = self
+            .conn
+            .budget_waiting_since()
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let mut nap = (waited / 8).clamp(Duration::from_millis(1), Duration::from_millis(20));
+        if let Some(deadline) = self.conn.poll_timeout() {
+            nap = nap.min(deadline.saturating_duration_since(now));
+        }
+        if let Some(own) = own {
+            nap = nap.min(own.saturating_sub(self.budget_napped));
+        }
+        std::thread::sleep(nap);
+        self.budget_napped += nap;
+        self.run_timers();
+        None
     }
 
     fn run_timers(&mut self) {

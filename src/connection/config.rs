@@ -121,12 +121,21 @@ settings! {
         /// memory. Default 16 (at least 1).
         pub control_queue_capacity: usize = DEFAULT_CONTROL_QUEUE_CAPACITY,
         /// The memory budget this connection shares with others: the bytes of messages being
-        /// received (until complete and handed over) count against it, and a message that
-        /// would take it past its limit is refused with 1013 ("try again later",
-        /// [`Error::OverBudget`](super::Error::OverBudget)). Default
-        /// [`Budget::shared`]: one budget of 1 GiB for every connection of the process that
-        /// keeps the default. `None`: only the per-connection limits apply.
+        /// received (until complete and handed over) count against it. A message that
+        /// needs more than it has left waits (the connection stops reading) until memory is
+        /// returned, for at most [`budget_wait`](Self::budget_wait); then it is refused
+        /// with 1013 ("try again later", [`Error::OverBudget`](super::Error::OverBudget)).
+        /// Default [`Budget::shared`]: one budget of 1 GiB for every connection of the
+        /// process that keeps the default. `None`: only the per-connection limits apply.
         pub budget: Option<Budget> = Some(Budget::shared()),
+        /// How long a connection may wait for memory from its [`budget`](Self::budget)
+        /// when the budget is exhausted: it stops reading (TCP flow control holds the peer
+        /// back) and goes on as soon as other connections return memory, in the order the
+        /// connections began to wait; past this it fails with
+        /// [`Error::OverBudget`](super::Error::OverBudget) and closes with 1013. The wait
+        /// is counted from its start and ends at the first grant. Default 10 s; zero
+        /// refuses at once, without waiting.
+        pub budget_wait: Duration = Duration::from_secs(10),
         /// The shutdown signal this connection goes away at: once it is given
         /// ([`Shutdown::trigger`]), the connection sends what it has queued, then a close
         /// with 1001 ("going away"), and waits for the peer's within `close_timeout`.
@@ -176,6 +185,9 @@ setters! { Config {
     /// Sets [`Config::budget`]: the memory budget shared with other connections (`None`:
     /// none, only the per-connection limits).
     with_budget(budget: Option<Budget>) => budget;
+    /// Sets [`Config::budget_wait`]: how long a connection may wait for memory from the
+    /// budget before it is refused with 1013 (zero: refused at once).
+    with_budget_wait(t: Duration) => budget_wait;
     /// Sets [`Config::shutdown`]: the connection goes away when `shutdown` is triggered.
     with_shutdown(shutdown: &Shutdown) => shutdown = Some(shutdown.clone());
     /// Sets [`Config::close_timeout`]: how long to wait for the peer's close after ours

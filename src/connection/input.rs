@@ -257,13 +257,13 @@ impl Connection {
 
     /// Brings the budget charge to what the message being received holds plus `more`
     /// bytes about to be added; `OverBudget` (nothing more charged) when the budget
-    /// cannot take the growth. Giving back never fails.
+    /// cannot take the growth now, without waiting (see `charge_or_wait`). Giving back
+    /// never fails.
     #[inline]
     pub(super) fn charge_partial(&mut self, more: usize) -> Result<(), Error> {
-        if self.charge.settle(self.partial_bytes() + more) {
-            Ok(())
-        } else {
-            Err(Error::OverBudget)
+        match self.charge.settle(self.partial_bytes() + more) {
+            Ok(()) => Ok(()),
+            Err(short) => Err(self.over_budget(short)),
         }
     }
 
@@ -301,7 +301,9 @@ impl Connection {
             d.scratch = Vec::new();
         }
         self.timers.message_since = None;
-        self.charge.settle(0);
+        self.stall = None;
+        self.timers.budget_since = None;
+        self.charge.reset();
     }
 
     /// Drops what the previous event borrowed.

@@ -126,7 +126,9 @@ impl Connection {
     /// teardown what arrives is read and discarded) or the transport's end, except while
     /// [`Config::control_queue_capacity`](super::Config::control_queue_capacity) control
     /// frames (pongs, the close echo) wait for the transport: a ping flood from a peer that
-    /// does not read then meets TCP backpressure instead of a growing queue.
+    /// does not read then meets TCP backpressure instead of a growing queue. Nor while it
+    /// [waits for memory from its budget](Self::waits_for_budget): its peer then meets
+    /// TCP backpressure until the budget grants the connection more.
     ///
     /// Once the peer's end has been read, reading again would only find it again: an IO
     /// layer whose shutdown is still in progress (an HTTP/2 stream's end waits for the
@@ -138,6 +140,7 @@ impl Connection {
             && !self.input_eof
             && !matches!(&self.phase, Phase::Teardown(t) if t.eof)
             && self.out.control_frames() < self.config.control_queue_capacity.max(1)
+            && self.stall.is_none()
     }
 
     /// Whether the IO layer should shut the transport's write half down now (a TCP FIN,

@@ -69,6 +69,7 @@ mod receive;
 mod replies;
 mod send;
 mod shutdown;
+mod stall;
 mod stock;
 mod timers;
 mod types;
@@ -130,7 +131,13 @@ const RETAIN_CAPACITY: usize = 64 * 1024;
 /// 3. **Time**: [`poll_timeout`](Self::poll_timeout) says when the next timer is due;
 ///    call [`handle_timeout`](Self::handle_timeout) then (or later), poll events (a
 ///    timeout is reported there as an error) and poll output (a keepalive ping).
-/// 4. **Sending**: [`send`](Self::send), [`send_bytes`](Self::send_bytes),
+/// 4. **Memory**: when the shared [`Budget`] has no room for the message being received,
+///    [`waits_for_budget`](Self::waits_for_budget) is true and
+///    [`wants_read`](Self::wants_read) false: read nothing, register a waker with
+///    [`register_budget_waker`](Self::register_budget_waker) (or poll again a little
+///    later), and poll events again when woken; the wait's deadline
+///    ([`Config::budget_wait`]) is in [`poll_timeout`](Self::poll_timeout).
+/// 5. **Sending**: [`send`](Self::send), [`send_bytes`](Self::send_bytes),
 ///    [`begin_message`](Self::begin_message)/[`send_chunk`](Self::send_chunk)/
 ///    [`end_message`](Self::end_message), [`ping`](Self::ping), [`pong`](Self::pong),
 ///    [`close`](Self::close), [`send_prepared`](Self::send_prepared) queue frames.
@@ -234,6 +241,8 @@ pub struct Connection {
     /// What the message being received holds, charged to the shared budget (given back
     /// when the connection is dropped, however it ends).
     charge: Charge,
+    /// Waiting for memory from the budget: what to do again once granted (stall.rs).
+    stall: Option<Box<stall::Stall>>,
     /// Its place under the shutdown signal of [`Config::shutdown`] (shutdown.rs), when it
     /// has one; boxed, so that a connection without one holds a null pointer.
     shutdown: Option<Box<shutdown::Enrolled>>,
@@ -361,6 +370,7 @@ impl Connection {
             now,
             timers: Timers::new(now),
             charge: Charge::new(config.budget.as_ref()),
+            stall: None,
             shutdown: Connection::enroll(&config),
             #[cfg(feature = "deflate")]
             deflate: None,

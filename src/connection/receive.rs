@@ -12,7 +12,10 @@ use crate::codec::{
 };
 use crate::message::{CloseFrame, Message, MessageRef};
 
+use super::stall::Stall;
 use super::{Connection, Delivery, Error, Event, Loc, OwnedEvent, RETAIN_CAPACITY, Raw};
+#[cfg(feature = "deflate")]
+use crate::deflate::Inflated;
 
 impl Connection {
     /// The next event, with payload borrowed until the next call; `None` when more bytes
@@ -90,6 +93,7 @@ impl Connection {
             && !self.input_eof
             && (self.failure_reported || self.failure.is_none())
             && !(self.rx.is_empty() && self.rx.capacity() > RETAIN_CAPACITY)
+            && self.stall.is_none()
     }
 
     /// The message `raw` (from [`poll_raw`](Self::poll_raw)), taken.
@@ -261,6 +265,11 @@ impl Connection {
             // `auto_close` off, ours not sent yet) still ends the connection.
             return self.end_of_input().map(Err);
         }
+        if self.stall.is_some()
+            && let Some(r) = self.resume()
+        {
+            return r;
+        }
         if self.rx_read + self.held >= self.rx.len() {
             if self.rx_read + self.held > self.rx.len() {
                 // The buffer was replaced through `recv_buffer` against its contract;
@@ -317,6 +326,7 @@ impl Connection {
     #[inline(always)]
     pub(crate) fn poll_short(&mut self) -> Option<(MessageKind, Range<usize>)> {
         if self.failure.is_some()
+            || self.stall.is_some()
             || self.config.delivery != Delivery::Whole
             || self.has_control_output()
             || self.input_done()
@@ -421,6 +431,9 @@ impl Connection {
                 chunk.payload = chunk.payload.start + at..chunk.payload.end + at;
                 match self.data(chunk, consumed) {
                     Ok(Some(raw)) => Some(Some(Ok(raw))),
+                    // Waits for memory: nothing is decoded past the chunk (unless the
+                    // budget grants it at once).
+                    Ok(None) if self.stall.is_some() => self.resume(),
                     Ok(None) => None,
                     Err(e) => Some(Some(Err(self.fail_now(e)))),
                 }
@@ -478,7 +491,11 @@ impl Connection {
     }
 
     /// [`data`](Self::data) for every other chunk.
-    fn data_rest(&mut self, chunk: DataChunk, consumed: usize) -> Result<Option<Raw>, Error> {
+    pub(super) fn data_rest(
+        &mut self,
+        chunk: DataChunk,
+        consumed: usize,
+    ) -> Result<Option<Raw>, Error> {
         #[cfg(feature = "deflate")]
         if chunk.compressed {
             let r = self.inflate(chunk, consumed);
@@ -499,7 +516,11 @@ impl Connection {
                     // never copied (`reserve_recv` makes room for the rest up front).
                     self.held_start = chunk.payload.start - self.rx_read;
                     self.held = consumed;
-                    self.charge_partial(0)?;
+                    // Bytes a read brought: when the budget cannot take them yet, the
+                    // connection waits (reading no more) until it can.
+                    if !self.charge_or_wait(0)? {
+                        self.stall(Stall::Settle);
+                    }
                     return Ok(None);
                 }
                 if self.held > 0 {
@@ -519,13 +540,18 @@ impl Connection {
                         self.consume_rx(self.held);
                         self.held = 0;
                     }
-                    // What arrived is charged as it arrives; past the budget, the message
-                    // is refused.
-                    self.charge_partial(0)?;
+                    // What arrived is charged as it arrives; past the budget, the
+                    // connection waits.
+                    if !self.charge_or_wait(0)? {
+                        self.stall(Stall::Settle);
+                    }
                     return Ok(None);
                 }
-                // Charged before it is copied.
-                self.charge_partial(chunk.payload.len())?;
+                // Charged before it is copied; past the budget, the chunk waits.
+                if !self.charge_or_wait(chunk.payload.len())? {
+                    self.stall_chunk(chunk, consumed);
+                    return Ok(None);
+                }
                 self.msg.extend_from_slice(&self.rx[chunk.payload]);
                 self.consume_rx(consumed);
                 if chunk.message_end {
@@ -576,40 +602,60 @@ impl Connection {
         let want = (max - so_far.min(max))
             .saturating_add(1)
             .min(inflate_bound(chunk.payload.len()));
-        let granted = self.charge.grow_up_to(want);
-        // The budget, not the message limit, caps this chunk.
-        let by_budget = granted < want;
-        let limit = if by_budget { so_far + granted } else { max };
+        let granted = match self.charge.grow_up_to(want) {
+            Ok(granted) => granted,
+            // This connection alone would hold more than the whole budget.
+            Err(_) => return Err(Error::OverBudget),
+        };
+        if granted == 0 {
+            // Nothing granted now: the chunk waits, not inflated yet.
+            if self.config.budget_wait.is_zero() {
+                return Err(self.over_budget(super::budget::Short::Wait));
+            }
+            self.stall_chunk(chunk, consumed);
+            return Ok(None);
+        }
+        // Memory was granted: a wait for it, if any, is over.
+        self.timers.budget_since = None;
+        // The inflater pauses at the grant (past the message limit only when the grant
+        // reaches one byte past it, which proves the message too large), and the rest of
+        // the chunk waits for more.
+        let stop = so_far.saturating_add(granted);
         let Some(d) = self.deflate.as_deref_mut() else {
             return Err(Error::Protocol(ProtocolError::ReservedBits));
         };
         let pmd = &mut d.pmd;
         let input = &self.rx[chunk.payload.clone()];
+        let fin = chunk.message_end;
         let (r, start) = if chunks {
-            let r = pmd.decompress(input, chunk.message_end, &mut d.scratch, limit - so_far);
+            let r = pmd.decompress_within(
+                input,
+                fin,
+                &mut d.scratch,
+                max - so_far.min(max),
+                stop.saturating_sub(so_far),
+            );
             d.inflated += d.scratch.len();
             (r, 0)
         } else {
             let start = self.msg.len();
             (
-                pmd.decompress(input, chunk.message_end, &mut self.msg, limit),
+                pmd.decompress_within(input, fin, &mut self.msg, max, stop),
                 start,
             )
         };
-        if chunk.message_end && !chunks && r.is_ok() {
+        let paused = match r {
+            // A failure gives everything back with the rest of the input.
+            Err(e) => return Err(Error::Deflate(e)),
+            Ok(Inflated::Done) => None,
+            Ok(Inflated::Paused(took)) => Some(took),
+        };
+        if fin && !chunks && paused.is_none() {
             // Complete: handed over, no longer charged.
             self.msg_delivered = true;
         }
-        match r {
-            // A failure gives everything back with the rest of the input.
-            Err(crate::deflate::DeflateError::TooLarge) if by_budget => {
-                self.charge.note_refused();
-                return Err(Error::OverBudget);
-            }
-            Err(e) => return Err(Error::Deflate(e)),
-            // The unused part of the grant goes back.
-            Ok(()) => self.charge_partial(0)?,
-        }
+        // The unused part of the grant goes back.
+        self.charge_partial(0)?;
         let Some(d) = self.deflate.as_deref_mut() else {
             return Err(Error::Protocol(ProtocolError::ReservedBits));
         };
@@ -619,11 +665,33 @@ impl Connection {
             d.utf8
                 .feed(&out[start..])
                 .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
-            if chunk.message_end {
+            if fin && paused.is_none() {
                 d.utf8
                     .finish()
                     .map_err(|_| Error::Protocol(ProtocolError::InvalidUtf8))?;
             }
+        }
+        if let Some(took) = paused {
+            // The rest of the chunk waits for more memory; in chunk delivery what was
+            // inflated is handed over now (its charge goes back at the next call).
+            let produced = !out.is_empty() && chunks;
+            let mut rest = chunk;
+            rest.payload.start += took;
+            let kind = rest.kind;
+            if self.config.budget_wait.is_zero() {
+                return Err(self.over_budget(super::budget::Short::Wait));
+            }
+            self.stall_chunk(rest, consumed);
+            if produced {
+                let first = self.chunk_first(false);
+                return Ok(Some(Raw::Data {
+                    kind,
+                    loc: Loc::Scratch,
+                    first,
+                    fin: false,
+                }));
+            }
+            return Ok(None);
         }
         let produced = out.len() > start;
         self.consume_rx(consumed);
@@ -664,7 +732,7 @@ impl Connection {
     }
 
     /// [`fail`](Self::fail) with the error reported now, by the poll that met it.
-    fn fail_now(&mut self, e: Error) -> Error {
+    pub(super) fn fail_now(&mut self, e: Error) -> Error {
         self.fail(e.clone());
         self.failure_reported = true;
         e

@@ -8,6 +8,7 @@
 //! | pong | a keepalive ping is out | the ping | `pong_timeout` | fail, `Timeout::Pong`, close 1001 |
 //! | idle | open | the last progress: a complete frame, or 64 KiB of one | `idle_timeout` | fail, `Timeout::Idle`, close 1001 |
 //! | message | a fragmented message is arriving | its first frame | `message_timeout` | fail, `Timeout::Message`, close 1008 |
+//! | budget | the connection waits for memory from its budget (`budget.rs`) | the first charge that did not fit | `budget_wait` | fail, `Error::OverBudget`, close 1013 |
 //! | send | output waits for the socket | the write that found it full, or the last write that made progress | `send_timeout` | fail, `Timeout::Send`, close 1008 |
 //! | close | our close is out | the `close` call | `close_timeout` | fail, `Timeout::Close` |
 //! | teardown | the teardown | its start | `close_timeout` (clean) / `linger_timeout` (failed) | done |
@@ -75,6 +76,8 @@ pub(super) struct Timers {
     pub(super) message_since: Option<Instant>,
     /// Output has waited for the socket since then (a write found it full).
     pub(super) write_blocked: Option<Instant>,
+    /// The connection has waited for memory from its budget since then.
+    pub(super) budget_since: Option<Instant>,
     /// Some output was written since `write_blocked` was last set.
     pub(super) write_progress: bool,
 }
@@ -90,6 +93,7 @@ impl Timers {
             message_since: None,
             write_blocked: None,
             write_progress: false,
+            budget_since: None,
         }
     }
 }
@@ -124,6 +128,7 @@ impl Connection {
         add(c.idle_timeout.map(|d| t.last_progress + d));
         add(t.message_since.zip(c.message_timeout).map(|(at, d)| at + d));
         add(t.write_blocked.zip(c.send_timeout).map(|(at, d)| at + d));
+        add(t.budget_since.map(|at| at + c.budget_wait));
         if self.holds_idle_memory() {
             add(Some(t.last_rx + IDLE_RELEASE));
         }
@@ -150,6 +155,7 @@ impl Connection {
             | u8::from(self.timers.message_since.is_some()) << 4
             | u8::from(self.holds_idle_memory()) << 5
             | u8::from(self.timers.write_blocked.is_some()) << 6
+            | u8::from(self.timers.budget_since.is_some()) << 7
     }
 
     /// Runs the timers due at `now`: a keepalive ping is queued, a timeout fails the
@@ -182,6 +188,12 @@ impl Connection {
         }
         if due(t.message_since.zip(c.message_timeout).map(|(at, d)| at + d)) {
             return self.fail(Error::Timeout(Timeout::Message));
+        }
+        if due(t.budget_since.map(|at| at + c.budget_wait)) {
+            // No memory came within the bound: refused, as a charge that does not fit
+            // once was before waiting existed.
+            self.charge.note_refused();
+            return self.fail(Error::OverBudget);
         }
         if due(t.write_blocked.zip(c.send_timeout).map(|(at, d)| at + d)) {
             if !t.write_progress {

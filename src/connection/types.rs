@@ -154,11 +154,13 @@ pub enum Error {
     /// is closed abnormally, code 1006). The IO layers report it as an IO error of kind
     /// `UnexpectedEof`.
     Eof,
-    /// A message being received would take the memory budget shared with other
-    /// connections ([`Config::budget`]) past its limit: it is refused and the connection
-    /// closed with 1013 ("try again later"), although the message itself is within
-    /// [`Config::max_message_size`] as far as it arrived. The budget counts the refusal
-    /// ([`Budget::refused`](super::Budget::refused)).
+    /// A message being received needed more of the memory budget shared with other
+    /// connections ([`Config::budget`]) than it had left, and none came within
+    /// [`Config::budget_wait`] (the connection waited, reading nothing), or it could never
+    /// fit (this connection alone would hold more than the limit): it is refused and the
+    /// connection closed with 1013 ("try again later"), although the message itself is
+    /// within [`Config::max_message_size`] as far as it arrived. The budget counts the
+    /// refusal ([`Budget::refused`](super::Budget::refused)).
     OverBudget,
     /// A fragmented message we were sending was abandoned part way (its writer dropped,
     /// or its send cancelled, after some of it was queued): the peer holds a message that
@@ -212,7 +214,7 @@ display! { Error {
     Error::Deflate(e) => "permessage-deflate error: {e}";
     Error::Timeout(t) => "{t}";
     Error::Eof => "the transport closed without a close frame";
-    Error::OverBudget => "message refused: the shared memory budget is exhausted";
+    Error::OverBudget => "message refused: the shared memory budget stayed exhausted";
     Error::Abandoned =>
         "a fragmented message being sent was abandoned part way; closed with 1011";
 } }

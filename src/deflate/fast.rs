@@ -825,9 +825,10 @@ mod tests {
 
     fn inflate(receiver: &mut Receiver, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        receiver
-            .decompress(payload, true, &mut out, 1 << 24)
+        let done = receiver
+            .decompress(payload, true, &mut out, 1 << 24, usize::MAX)
             .expect("our output inflates");
+        assert_eq!(done, super::super::Inflated::Done);
         out
     }
 

@@ -68,6 +68,7 @@ mod noise;
 mod pool;
 mod predict;
 mod receiver;
+pub(crate) use receiver::Inflated;
 mod sender;
 
 pub use negotiate::{DeflateParams, NegotiationError};
@@ -394,7 +395,31 @@ impl PerMessageDeflate {
         out: &mut Vec<u8>,
         max_len: usize,
     ) -> Result<(), DeflateError> {
-        self.receiver.decompress(input, fin, out, max_len)
+        match self
+            .receiver
+            .decompress(input, fin, out, max_len, usize::MAX)?
+        {
+            Inflated::Done => Ok(()),
+            // Never with no pause point; a pause would mean output cut short.
+            Inflated::Paused(_) => Err(DeflateError::TooLarge),
+        }
+    }
+
+    /// [`decompress`](Self::decompress) that pauses when `out` holds `stop` bytes (the
+    /// memory granted so far) with output left to make: `Paused` with how many bytes of
+    /// `input` it took. Call again with the rest of `input` (empty when it took all), the
+    /// same `fin`, and a later `stop`, to go on where it paused. A `stop` past `max_len`
+    /// never pauses; `out`'s capacity is grown to at most `stop` (or `max_len + 1`).
+    #[cfg_attr(not(feature = "deflate"), allow(dead_code))]
+    pub(crate) fn decompress_within(
+        &mut self,
+        input: &[u8],
+        fin: bool,
+        out: &mut Vec<u8>,
+        max_len: usize,
+        stop: usize,
+    ) -> Result<Inflated, DeflateError> {
+        self.receiver.decompress(input, fin, out, max_len, stop)
     }
 
     /// For a prepared message of `len` bytes: the window bits its compressed form must be

@@ -386,6 +386,11 @@ impl Engine {
                 }
                 Poll::Pending => {}
             }
+        } else if self.conn.waits_for_budget() && !self.conn.register_budget_waker(cx.waker()) {
+            // Waiting for memory from the budget, and woken since the poll that found it
+            // short: poll again. Otherwise the budget wakes this task when memory comes
+            // back; the timer below bounds the wait.
+            return None;
         }
         // About to wait: the shutdown signal is to wake this wait (going away queues our
         // close, to be written on the next pass), and the connection's next deadline is

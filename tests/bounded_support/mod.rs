@@ -30,6 +30,12 @@ pub const TRICKLE_EVERY: Duration = Duration::from_millis(150);
 
 pub const MIB: usize = 1 << 20;
 
+/// How long a connection the budget cannot take waits for memory before its 1013
+/// (`Config::budget_wait`, 10 s by default): short here, where the memory is held by
+/// open fragments that only the test ends, so that the refusals come within the file's
+/// few seconds.
+pub const BUDGET_WAIT: Duration = Duration::from_millis(300);
+
 // --- frames as a raw peer writes them ---------------------------------------------------
 
 /// A frame with first byte `b0` announcing `announced` payload bytes, followed by
