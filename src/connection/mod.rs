@@ -57,6 +57,7 @@
 //! # }
 //! ```
 
+mod assemble;
 mod batch;
 mod budget;
 mod config;
