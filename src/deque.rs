@@ -87,10 +87,13 @@ impl<T> Deque<T> {
         self.head.iter().chain(self.rest.iter())
     }
 
-    /// Whether the spill holds storage.
+    /// Whether the spill holds storage that [`shrink_idle`](Self::shrink_idle) would free:
+    /// none in use. (Storage in use is no idle memory: counting it kept a connection's
+    /// memory timer due while its queue waited for a peer that did not read, and the timer
+    /// fired on every poll.)
     #[inline]
     pub(crate) fn spills(&self) -> bool {
-        self.rest.capacity() > 0
+        self.rest.is_empty() && self.rest.capacity() > 0
     }
 
     /// Frees the spill storage when it is empty and holds more than `keep` elements' room.

@@ -1051,3 +1051,20 @@ fn large_reads_share_one_buffer_through_the_stock_while_connections_wait() {
         &[2; 1024][..]
     );
 }
+
+/// Output waiting for a peer that does not read is no idle memory: the memory timer gives
+/// back only what nothing uses, so with frames queued (the data queue's spill in use) no
+/// deadline is left in the past, to fire on every poll (a stuck subscriber's connection
+/// spun its task that way, starving the others on its thread).
+#[test]
+fn queued_output_leaves_no_memory_deadline_in_the_past() {
+    let t0 = Instant::now();
+    let mut conn = Connection::new(Role::Server, Config::default(), t0);
+    for i in 0..8u8 {
+        conn.send(MessageKind::Binary, &[i; 3000]).unwrap();
+    }
+    let later = t0 + Duration::from_secs(1);
+    conn.handle_timeout(later);
+    let next = conn.poll_timeout().expect("the keepalive runs");
+    assert!(next > later, "a deadline {:?} before now", later - next);
+}
