@@ -5,7 +5,7 @@
 //! hands each piece of a message over as a read brings it. The connection is split; in
 //! one task the reading half receives a chunk (`ReadHalf::recv_chunk`, owned bytes cut
 //! from the receive buffer) and the writing half sends it on at once as a fragment of the
-//! answer (`WriteHalf::begin_message` at a message's first chunk, `send_chunk`, `finish`
+//! answer (`WriteHalf::begin_message` at a message's first chunk, `send_chunk_bytes`, `finish_bytes`
 //! with its last). Pings are answered and the close echoed by the reading half meanwhile;
 //! the size limit (16 MiB by default), the UTF-8 check of text and the message deadline
 //! apply to each message across its chunks.
@@ -46,18 +46,17 @@ async fn echo_chunks(
     while let Some(mut chunk) = rd.recv_chunk().await? {
         let mut out = wr.begin_message(chunk.kind)?;
         while !chunk.last {
-            out.send_chunk(&chunk.data).await?;
-            // Let go of the chunk before waiting for the next: its receive buffer is
-            // then reused for the next read, or given back while the peer is quiet, instead
-            // of held by every connection that waits.
-            drop(chunk);
+            // The chunk's bytes go into the send queue as they are, not copied: they share
+            // the receive buffer until written, and the buffer is then reused for the
+            // next read (or given back while the peer is quiet).
+            out.send_chunk_bytes(chunk.data).await?;
             chunk = match rd.recv_chunk().await? {
                 Some(next) => next,
                 // Closed in the middle of a message: dropping `out` abandons the answer.
                 None => return Ok(()),
             };
         }
-        out.finish(&chunk.data).await?;
+        out.finish_bytes(chunk.data).await?;
     }
     Ok(())
 }

@@ -166,6 +166,32 @@ fn chunk_delivery_streams_the_message() {
     assert_eq!(total, [vec![1; 100], vec![2; 50]].concat());
 }
 
+/// `send_chunk_bytes` queues a server's large chunk as it is: the bytes the queue hands
+/// the writer are the caller's own, not a copy; a client's are masked (a copy), and both
+/// arrive as the message sent, with a small last chunk given away too.
+#[test]
+fn a_chunk_given_away_is_queued_without_a_copy_by_a_server() {
+    let big = bytes::Bytes::from(vec![7u8; 8 * 1024]);
+    let tail = bytes::Bytes::from_static(b"end");
+    for role in [Role::Server, Role::Client] {
+        let mut p = Pair::new();
+        let (from, to) = match role {
+            Role::Server => (&mut p.server, &mut p.client),
+            Role::Client => (&mut p.client, &mut p.server),
+        };
+        from.begin_message(MessageKind::Binary).unwrap();
+        from.send_chunk_bytes(big.clone()).unwrap();
+        let mut slices = [std::io::IoSlice::new(&[]); 8];
+        let n = from.io_slices(&mut slices);
+        let shares = slices[..n].iter().any(|s| s.as_ptr() == big.as_ptr());
+        assert_eq!(shares, role == Role::Server, "{role:?}");
+        from.end_message_bytes(tail.clone()).unwrap();
+        pump(from, to, p.now);
+        let sent = [&big[..], &tail[..]].concat();
+        assert_eq!(drain(to), vec![msg(MessageKind::Binary, &sent)], "{role:?}");
+    }
+}
+
 #[test]
 fn chunk_delivery_hands_over_partial_frames_as_they_arrive() {
     let mut cfg = Config::default();

@@ -52,18 +52,14 @@ async fn echo_chunks(
         assert!(chunk.first, "a message starts with its first chunk");
         let mut out = wr.begin_message(chunk.kind)?;
         while !chunk.last {
-            out.send_chunk(&chunk.data).await?;
-            // Let go of the chunk before waiting for the next: its receive buffer is
-            // then reused for the next read, or given back while the peer is quiet, instead
-            // of held by every connection that waits.
-            drop(chunk);
+            out.send_chunk_bytes(chunk.data).await?;
             chunk = match rd.recv_chunk().await? {
                 Some(next) => next,
                 None => return Ok(()),
             };
             assert!(!chunk.first, "the chunks of one message follow each other");
         }
-        out.finish(&chunk.data).await?;
+        out.finish_bytes(chunk.data).await?;
     }
     Ok(())
 }

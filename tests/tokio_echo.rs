@@ -85,10 +85,19 @@ async fn fragmented_message_arrives_whole() {
     let mut ws = connect_to_echo().await;
     let data = pattern(100_000);
     let mut w = ws.begin_message(MessageKind::Binary).unwrap();
-    for part in data.chunks(7_000) {
-        bounded(w.send_chunk(part)).await.unwrap();
+    // Borrowed chunks (copied) and chunks given away (`Bytes`), in turn.
+    for (i, part) in data.chunks(7_000).enumerate() {
+        if i % 2 == 0 {
+            bounded(w.send_chunk(part)).await.unwrap();
+        } else {
+            bounded(w.send_chunk_bytes(Bytes::copy_from_slice(part)))
+                .await
+                .unwrap();
+        }
     }
-    bounded(w.finish(b"tail")).await.unwrap();
+    bounded(w.finish_bytes(Bytes::from_static(b"tail")))
+        .await
+        .unwrap();
     let mut expect = data.clone();
     expect.extend_from_slice(b"tail");
     assert_eq!(recv_data(&mut ws).await, Message::Binary(expect.into()));
@@ -285,7 +294,9 @@ async fn write_half_sends_a_fragmented_message_while_read_half_receives() {
             .unwrap();
         assert_eq!(n, 200_000);
         let mut w = wr.begin_message(MessageKind::Text).unwrap();
-        w.send_chunk("héllo ".as_bytes()).await.unwrap();
+        w.send_chunk_bytes(Bytes::from("héllo ")).await.unwrap();
+        // The first chunk is written before the last is queued.
+        w.flush().await.unwrap();
         w.finish("wörld".as_bytes()).await.unwrap();
         wr
     });

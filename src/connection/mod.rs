@@ -61,6 +61,7 @@ mod assemble;
 mod batch;
 mod budget;
 mod config;
+mod fragments;
 mod input;
 mod lifecycle;
 mod prepared;

@@ -13,7 +13,7 @@ use crate::codec::{
 use crate::deflate::PerMessageDeflate;
 
 use super::queue::COALESCE_PAYLOAD_MAX;
-use super::{Connection, OutMessage, SendError, Transmit};
+use super::{Connection, SendError, Transmit};
 use crate::message::{Compression, Message};
 
 /// The least a new send arena holds: frames a little over the coalesce size share one;
@@ -337,123 +337,6 @@ impl Connection {
         self.deflate.as_deref_mut().map(|d| &mut d.pmd)
     }
 
-    /// Starts a fragmented message; send its parts with [`send_chunk`](Self::send_chunk)
-    /// and finish with [`end_message`](Self::end_message). Control frames may be sent in
-    /// between; other messages may not. Nothing is queued until the first chunk.
-    ///
-    /// # Errors
-    ///
-    /// [`SendError::Closed`] after our close; [`SendError::MessageInProgress`] when a
-    /// fragmented message is already open.
-    pub fn begin_message(&mut self, kind: MessageKind) -> Result<(), SendError> {
-        self.begin_message_with(kind, Compression::Auto)
-    }
-
-    /// [`begin_message`](Self::begin_message) with the choice of whether the message is
-    /// compressed, made for all its fragments at once (RFC 7692 6.1: RSV1 on the first
-    /// frame marks the whole message). With permessage-deflate, [`Compression::Never`]
-    /// sends the fragments as they are, RSV1 clear; [`Compression::Auto`] and
-    /// [`Compression::Always`] compress them (the size and content tests need the whole
-    /// message, which a fragmented one does not give). Fails like `begin_message`.
-    pub fn begin_message_with(
-        &mut self,
-        kind: MessageKind,
-        compression: Compression,
-    ) -> Result<(), SendError> {
-        self.check_open()?;
-        if self.sending.is_some() {
-            return Err(SendError::MessageInProgress);
-        }
-        #[cfg(not(feature = "deflate"))]
-        let _ = compression;
-        self.sending = Some(OutMessage {
-            kind,
-            first: true,
-            fed: false,
-            #[cfg(feature = "deflate")]
-            compressed: self.deflate.is_some() && compression != Compression::Never,
-        });
-        Ok(())
-    }
-
-    /// Sends one non-final fragment of the message begun with
-    /// [`begin_message`](Self::begin_message). A text message's chunks may split a code
-    /// point; the whole must be UTF-8. With permessage-deflate the chunk is compressed
-    /// and a frame is queued only once the compressor has output.
-    ///
-    /// # Errors
-    ///
-    /// [`SendError::NoMessageInProgress`] without `begin_message`, and the errors of
-    /// [`send`](Self::send) but `MessageInProgress`.
-    pub fn send_chunk(&mut self, data: &[u8]) -> Result<(), SendError> {
-        self.fragment(data, false)
-    }
-
-    /// Sends the final fragment (possibly empty) and ends the message; fails like
-    /// [`send_chunk`](Self::send_chunk).
-    pub fn end_message(&mut self, data: &[u8]) -> Result<(), SendError> {
-        self.fragment(data, true)
-    }
-
-    fn fragment(&mut self, data: &[u8], fin: bool) -> Result<(), SendError> {
-        self.check_open()?;
-        let Some(mut m) = self.sending else {
-            return Err(SendError::NoMessageInProgress);
-        };
-        // RFC 6455 5.4: the first fragment carries the opcode, the rest are continuations.
-        let opcode = if m.first {
-            m.kind.opcode()
-        } else {
-            OpCode::Continuation
-        };
-        #[cfg(feature = "deflate")]
-        if m.compressed {
-            let mut out = Vec::new();
-            if let Some(pmd) = self.deflate_mut() {
-                pmd.compress_chunk(data, fin, &mut out)
-                    .map_err(SendError::Deflate)?;
-            }
-            m.fed |= !data.is_empty();
-            if out.is_empty() && !fin {
-                // Nothing flushed yet: no frame needed.
-                self.sending = Some(m);
-                return Ok(());
-            }
-            // RFC 7692 6: RSV1 on the first frame of a compressed message only.
-            self.queue_owned(fin, m.first, opcode, Bytes::from(out))?;
-        } else {
-            self.queue_slice(fin, false, opcode, data)?;
-        }
-        #[cfg(not(feature = "deflate"))]
-        self.queue_slice(fin, false, opcode, data)?;
-        m.first = false;
-        self.sending = if fin { None } else { Some(m) };
-        Ok(())
-    }
-
-    /// Abandons the fragmented message begun with [`begin_message`](Self::begin_message);
-    /// the IO layers call it when a message writer is dropped (or its send cancelled)
-    /// before the message was finished. Returns whether the connection goes on.
-    ///
-    /// When nothing of the message was queued (nor, with permessage-deflate, given to the
-    /// compressor), nothing of it reaches the peer and the connection goes on (`true`).
-    /// Otherwise the peer has part of a message that cannot be completed truthfully:
-    /// ending it short would hand the peer a truncated message as whole, and a compressor
-    /// with context takeover has taken its bytes into its window. The connection then
-    /// fails with [`Error::Abandoned`](super::Error::Abandoned), close code 1011
-    /// (`false`). Without an open message, nothing happens (`true`).
-    pub fn abort_message(&mut self, now: Instant) -> bool {
-        let Some(m) = self.sending.take() else {
-            return true;
-        };
-        if m.first && !m.fed {
-            return true;
-        }
-        self.now = now;
-        self.fail(super::Error::Abandoned);
-        false
-    }
-
     /// Queues a ping, in order with the messages sent before and after it; it may be sent
     /// between the fragments of a fragmented message. (The connection's own control
     /// frames, the pongs it answers with and its keepalive pings, go out ahead of queued
@@ -558,7 +441,7 @@ impl Connection {
     /// Queues a frame whose payload the caller owns: as it is for a server (a large one
     /// is never copied), masked for a client (in place when the payload is ours alone).
     #[inline]
-    fn queue_owned(
+    pub(super) fn queue_owned(
         &mut self,
         fin: bool,
         rsv1: bool,
@@ -570,7 +453,7 @@ impl Connection {
 
     /// Queues a frame from a borrowed payload (see [`Tx::queue_slice`]).
     #[inline]
-    fn queue_slice(
+    pub(super) fn queue_slice(
         &mut self,
         fin: bool,
         rsv1: bool,

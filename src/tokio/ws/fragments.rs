@@ -140,11 +140,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
         self.ws.engine.send_with(|c| c.send_chunk(data))
     }
 
-    /// Sends the final fragment (possibly empty) and flushes.
-    pub async fn finish(mut self, data: &[u8]) -> Result<(), Error> {
+    /// [`send_chunk`](Self::send_chunk) with a payload given away: a server queues a
+    /// large one as it is, never copied, so a chunk passed on from
+    /// [`WebSocket::recv_chunk`] shares its receive buffer until it is written (see
+    /// [`Connection::send_chunk_bytes`]).
+    pub async fn send_chunk_bytes(&mut self, data: Bytes) -> Result<(), Error> {
         poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
+        self.ws.engine.send_with(|c| c.send_chunk_bytes(data))
+    }
+
+    /// Sends the final fragment (possibly empty) and flushes.
+    pub async fn finish(self, data: &[u8]) -> Result<(), Error> {
+        self.end(|c| c.end_message(data), data.len()).await
+    }
+
+    /// [`finish`](Self::finish) with a payload given away (see
+    /// [`send_chunk_bytes`](Self::send_chunk_bytes)).
+    pub async fn finish_bytes(self, data: Bytes) -> Result<(), Error> {
+        let len = data.len();
+        self.end(|c| c.end_message_bytes(data), len).await
+    }
+
+    async fn end(
+        mut self,
+        end: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
+        len: usize,
+    ) -> Result<(), Error> {
+        poll_fn(|cx| self.ws.with_room(cx, len)).await?;
         self.finished = true;
-        self.ws.engine.send_with(|c| c.end_message(data))?;
+        self.ws.engine.send_with(end)?;
         self.ws.flush().await
     }
 }

@@ -518,19 +518,46 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HalfMessageWriter<'_, S> {
         half.shared.lock().engine.send_with(|c| c.send_chunk(data))
     }
 
-    /// Sends the final fragment (possibly empty) and flushes.
-    pub async fn finish(mut self, data: &[u8]) -> Result<(), Error> {
-        poll_fn(|cx| {
-            self.half
-                .with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))
-        })
-        .await?;
-        self.finished = true;
-        self.half
-            .shared
+    /// [`send_chunk`](Self::send_chunk) with a payload given away: a server queues a
+    /// large one as it is, never copied, so a chunk passed on from
+    /// [`ReadHalf::recv_chunk`] shares its receive buffer until it is written (see
+    /// [`Connection::send_chunk_bytes`]).
+    pub async fn send_chunk_bytes(&mut self, data: Bytes) -> Result<(), Error> {
+        let half = &*self.half;
+        poll_fn(|cx| half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))).await?;
+        half.shared
             .lock()
             .engine
-            .send_with(|c| c.end_message(data))?;
+            .send_with(|c| c.send_chunk_bytes(data))
+    }
+
+    /// Writes out what is queued and flushes, as [`WriteHalf::flush`] does: between
+    /// chunks, so that the next is not read while this one waits for the peer (a
+    /// streaming relay then holds at most one chunk per connection).
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        self.half.flush().await
+    }
+
+    /// Sends the final fragment (possibly empty) and flushes.
+    pub async fn finish(self, data: &[u8]) -> Result<(), Error> {
+        self.end(|c| c.end_message(data), data.len()).await
+    }
+
+    /// [`finish`](Self::finish) with a payload given away (see
+    /// [`send_chunk_bytes`](Self::send_chunk_bytes)).
+    pub async fn finish_bytes(self, data: Bytes) -> Result<(), Error> {
+        let len = data.len();
+        self.end(|c| c.end_message_bytes(data), len).await
+    }
+
+    async fn end(
+        mut self,
+        end: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
+        len: usize,
+    ) -> Result<(), Error> {
+        poll_fn(|cx| self.half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
+        self.finished = true;
+        self.half.shared.lock().engine.send_with(end)?;
         self.half.flush().await
     }
 }

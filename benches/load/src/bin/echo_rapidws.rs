@@ -101,7 +101,7 @@ async fn echo(mut ws: WebSocket<TcpStream>) {
 /// `--stream`: each message echoed chunk by chunk as it arrives, never held whole: under
 /// chunk delivery the reading half receives a chunk (`ReadHalf::recv_chunk`) and the
 /// writing half sends it on at once as a fragment of the answer (`begin_message` at a
-/// message's first chunk, `send_chunk`, `finish` with its last), in one task.
+/// message's first chunk, `send_chunk_bytes`, `finish_bytes` with its last), in one task.
 async fn echo_stream(ws: WebSocket<TcpStream>) {
     let (mut rd, mut wr) = ws.into_split();
     let _ = stream_loop(&mut rd, &mut wr).await;
@@ -115,17 +115,15 @@ async fn stream_loop(
     while let Some(mut chunk) = rd.recv_chunk().await? {
         let mut out = wr.begin_message(chunk.kind)?;
         while !chunk.last {
-            out.send_chunk(&chunk.data).await?;
-            // Let go of the chunk before waiting for the next: its receive buffer is
-            // then reused for the next read, or given back while the peer is quiet, instead
-            // of held by every connection that waits.
-            drop(chunk);
+            // The chunk's bytes go into the send queue as they are (no copy), sharing
+            // the receive buffer until they are written.
+            out.send_chunk_bytes(chunk.data).await?;
             chunk = match rd.recv_chunk().await? {
                 Some(next) => next,
                 None => return Ok(()),
             };
         }
-        out.finish(&chunk.data).await?;
+        out.finish_bytes(chunk.data).await?;
     }
     Ok(())
 }
