@@ -15,7 +15,7 @@ use std::time::Duration;
 use bounded_support::{client_handshake, frame, read_close};
 use futures_util::StreamExt;
 use rapidws::handler::{Handler, Socket, run};
-use rapidws::tokio::{Message, MessageRef, ServerConfig, WebSocket, accept};
+use rapidws::tokio::{Message, MessageRef, ReadHalf, ServerConfig, WebSocket, WriteHalf, accept};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -171,55 +171,105 @@ fn the_blocking_read_answers_the_close_before_handing_it_over() {
     assert_eq!(code, Some(CODE));
 }
 
+/// How the server of [`dropped_with_the_answer_queued`] holds its connection: whole, or
+/// split into halves.
+enum Held {
+    Whole(WebSocket<TcpStream>),
+    Halves(ReadHalf<TcpStream>, WriteHalf<TcpStream>),
+}
+
+impl Held {
+    fn try_send(&mut self, msg: Message) -> bool {
+        match self {
+            Held::Whole(ws) => ws.try_send(msg).is_ok(),
+            Held::Halves(_, wr) => wr.try_send(msg).is_ok(),
+        }
+    }
+
+    /// Whether a flush would wait (polled once: the socket is full).
+    async fn flush_would_wait(&mut self) -> bool {
+        match self {
+            Held::Whole(ws) => polled_once_pending(ws.flush()).await,
+            Held::Halves(_, wr) => polled_once_pending(wr.flush()).await,
+        }
+    }
+
+    async fn recv(&mut self) -> Result<Option<Message>, rapidws::tokio::Error> {
+        match self {
+            Held::Whole(ws) => ws.recv().await,
+            Held::Halves(rd, _) => rd.recv().await,
+        }
+    }
+
+    fn queued_bytes(&self) -> usize {
+        match self {
+            Held::Whole(ws) => ws.queued_bytes(),
+            Held::Halves(_, wr) => wr.queued_bytes(),
+        }
+    }
+}
+
+/// Whether `f`, polled once, is pending (it is dropped then).
+async fn polled_once_pending<F: Future>(f: F) -> bool {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| std::task::Poll::Ready(f.as_mut().poll(cx).is_pending())).await
+}
+
 /// A socket dropped with the close answer still queued (the peer had stopped reading, so
 /// the socket took none of it when the close was handed over) tries once more in its
 /// `Drop`, without waiting: a peer that has read what was written by then gets the
-/// answer.
-#[tokio::test]
-async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
+/// answer, behind the data that was queued before it. The server holds the connection
+/// whole, or as halves when `split`; returns the close code the raw client read
+/// (`None`: the stream ended without a close frame).
+async fn dropped_with_the_answer_queued(split: bool) -> Option<u16> {
     const PAYLOAD: usize = 16 << 10;
     // A frame of PAYLOAD bytes from a server: a 4-byte header.
     const FRAME: u64 = PAYLOAD as u64 + 4;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (saturated, saturated_rx) = tokio::sync::oneshot::channel::<()>();
-    let (written, written_rx) = tokio::sync::oneshot::channel::<u64>();
+    let (written, written_rx) = tokio::sync::oneshot::channel::<(u64, u64)>();
     let (may_drop, may_drop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let (stream, _) = listener.accept().await.unwrap();
         let mut config = ServerConfig::default();
         config.connection.send_queue_high_water = 64 << 10;
         let ws = accept(stream, &config).await.unwrap();
-        let (mut rd, mut wr) = ws.into_split();
+        let mut held = if split {
+            let (rd, wr) = ws.into_split();
+            Held::Halves(rd, wr)
+        } else {
+            Held::Whole(ws)
+        };
         // Fill the socket, then the queue: the peer does not read yet.
         let chunk = bytes::Bytes::from(vec![7u8; PAYLOAD]);
         let mut sent = 0u64;
         loop {
-            while wr.try_send(Message::Binary(chunk.clone())).is_ok() {
+            while held.try_send(Message::Binary(chunk.clone())) {
                 sent += 1;
             }
-            let mut flush = std::pin::pin!(wr.flush());
-            let pending = std::future::poll_fn(|cx| {
-                std::task::Poll::Ready(flush.as_mut().poll(cx).is_pending())
-            })
-            .await;
-            if pending {
+            if held.flush_would_wait().await {
                 break;
             }
         }
         saturated.send(()).unwrap();
         loop {
-            match rd.recv().await {
+            match held.recv().await {
                 Ok(Some(Message::Close(_))) | Ok(None) | Err(_) => break,
                 Ok(Some(_)) => {}
             }
         }
-        let queued = wr.queued_bytes() as u64;
+        let queued = held.queued_bytes() as u64;
         // Our data frames and the 4-byte answer, less what is still queued.
-        written.send(sent * FRAME + 4 - queued).unwrap();
+        written.send((sent, sent * FRAME + 4 - queued)).unwrap();
         may_drop_rx.await.unwrap();
-        drop(rd);
-        drop(wr);
+        match held {
+            Held::Whole(ws) => drop(ws),
+            Held::Halves(rd, wr) => {
+                drop(rd);
+                drop(wr);
+            }
+        }
     });
     let mut s = TcpStream::connect(addr).await.unwrap();
     let leftover = client_handshake(&mut s, false).await;
@@ -229,9 +279,9 @@ async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
     s.write_all(&frame(0x88, close.len() as u64, &close, true))
         .await
         .unwrap();
-    let written = written_rx.await.unwrap();
+    let (sent, written) = written_rx.await.unwrap();
     // Read everything the socket took before the drop (the socket is empty then), let
-    // the server drop its halves, and read on to the answer.
+    // the server drop its connection, and read on to the answer.
     let mut frames = bounded_support::FrameReader::default();
     let mut code = frames.feed(&leftover);
     let mut read = leftover.len() as u64;
@@ -261,5 +311,19 @@ async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
         }
         code = frames.feed(&buf[..n]);
     }
-    assert_eq!(code, Some(CODE));
+    if code.is_some() {
+        // The data queued before the answer went out first.
+        assert_eq!(frames.data as u64, sent * PAYLOAD as u64);
+    }
+    code
+}
+
+#[tokio::test]
+async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
+    assert_eq!(dropped_with_the_answer_queued(true).await, Some(CODE));
+}
+
+#[tokio::test]
+async fn a_whole_socket_dropped_with_the_answer_queued_writes_it_once_more() {
+    assert_eq!(dropped_with_the_answer_queued(false).await, Some(CODE));
 }

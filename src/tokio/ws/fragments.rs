@@ -126,7 +126,7 @@ impl<S> Drop for MessageWriter<'_, S> {
     fn drop(&mut self) {
         if !self.finished {
             self.ws
-                .engine
+                .engine_mut()
                 .conn
                 .abort_message(crate::tokio::engine::now());
         }
@@ -137,14 +137,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
     /// Sends one fragment, waiting for room in the send queue first (no flush).
     pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
         poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
-        self.ws.engine.send_with(|c| c.send_chunk(data))
+        self.ws.engine_mut().send_with(|c| c.send_chunk(data))
     }
 
     /// Sends the final fragment (possibly empty) and flushes.
     pub async fn finish(mut self, data: &[u8]) -> Result<(), Error> {
         poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
         self.finished = true;
-        self.ws.engine.send_with(|c| c.end_message(data))?;
+        self.ws.engine_mut().send_with(|c| c.end_message(data))?;
         self.ws.flush().await
     }
 }
@@ -172,7 +172,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.finished {
-            this.ws.engine.send_with(|c| c.end_message(&[]))?;
+            this.ws.engine_mut().send_with(|c| c.end_message(&[]))?;
             this.finished = true;
         }
         this.ws.poll_flush_io(cx)
