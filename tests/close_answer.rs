@@ -215,6 +215,63 @@ async fn polled_once_pending<F: Future>(f: F) -> bool {
     std::future::poll_fn(|cx| std::task::Poll::Ready(f.as_mut().poll(cx).is_pending())).await
 }
 
+/// The payload of the data messages the servers of the drop tests fill the socket with.
+const PAYLOAD: usize = 16 << 10;
+/// A frame of [`PAYLOAD`] bytes from a server: a 4-byte header.
+const FRAME: u64 = PAYLOAD as u64 + 4;
+/// The payload of the blocking server's last data message (a 10-byte header).
+const LARGE: usize = 1 << 20;
+
+/// The raw client's end of a drop test, once the server's `recv` or `read` handed the
+/// close over: reads the `written` bytes the server's socket took (the bytes after the
+/// handshake head, `leftover`, first), so that the socket is empty, then runs `drop`
+/// (which lets the server drop its connection and waits for it) while it reads on.
+/// Returns the close code read (`None`: the stream ended without a close frame); a close
+/// frame must come behind `data` bytes of data payload.
+async fn read_across_the_drop(
+    s: &mut TcpStream,
+    leftover: &[u8],
+    written: u64,
+    data: u64,
+    drop: impl Future<Output = ()>,
+) -> Option<u16> {
+    let mut frames = bounded_support::FrameReader::default();
+    let mut code = frames.feed(leftover);
+    let mut read = leftover.len() as u64;
+    let mut buf = vec![0u8; 64 << 10];
+    while read < written && code.is_none() {
+        let want = buf.len().min((written - read) as usize);
+        let n = tokio::io::AsyncReadExt::read(s, &mut buf[..want])
+            .await
+            .unwrap();
+        assert!(n > 0, "the stream ended after {read} of {written} bytes");
+        read += n as u64;
+        code = frames.feed(&buf[..n]);
+    }
+    assert_eq!(code, None, "the answer left before the drop");
+    // The runtime's reactor learns that the server's socket has room on its next turn,
+    // which a wait on the timer gives it (not a bound on anything: the room is there).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let read_on = async {
+        while code.is_none() {
+            let n = tokio::time::timeout(LIMIT, tokio::io::AsyncReadExt::read(s, &mut buf))
+                .await
+                .expect("a hang")
+                .unwrap();
+            if n == 0 {
+                break;
+            }
+            code = frames.feed(&buf[..n]);
+        }
+    };
+    tokio::join!(read_on, drop);
+    if code.is_some() {
+        // The data queued before the answer went out first.
+        assert_eq!(frames.data as u64, data);
+    }
+    code
+}
+
 /// A socket dropped with the close answer still queued (the peer had stopped reading, so
 /// the socket took none of it when the close was handed over) tries once more in its
 /// `Drop`, without waiting: a peer that has read what was written by then gets the
@@ -222,9 +279,6 @@ async fn polled_once_pending<F: Future>(f: F) -> bool {
 /// whole, or as halves when `split`; returns the close code the raw client read
 /// (`None`: the stream ended without a close frame).
 async fn dropped_with_the_answer_queued(split: bool) -> Option<u16> {
-    const PAYLOAD: usize = 16 << 10;
-    // A frame of PAYLOAD bytes from a server: a 4-byte header.
-    const FRAME: u64 = PAYLOAD as u64 + 4;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (saturated, saturated_rx) = tokio::sync::oneshot::channel::<()>();
@@ -280,42 +334,17 @@ async fn dropped_with_the_answer_queued(split: bool) -> Option<u16> {
         .await
         .unwrap();
     let (sent, written) = written_rx.await.unwrap();
-    // Read everything the socket took before the drop (the socket is empty then), let
-    // the server drop its connection, and read on to the answer.
-    let mut frames = bounded_support::FrameReader::default();
-    let mut code = frames.feed(&leftover);
-    let mut read = leftover.len() as u64;
-    let mut buf = vec![0u8; 64 << 10];
-    while read < written && code.is_none() {
-        let want = buf.len().min((written - read) as usize);
-        let n = tokio::io::AsyncReadExt::read(&mut s, &mut buf[..want])
-            .await
-            .unwrap();
-        assert!(n > 0, "the stream ended after {read} of {written} bytes");
-        read += n as u64;
-        code = frames.feed(&buf[..n]);
-    }
-    assert_eq!(code, None, "the answer left before the drop");
-    // The runtime's reactor learns that the server's socket has room on its next turn,
-    // which a wait on the timer gives it (not a bound on anything: the room is there).
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    may_drop.send(()).unwrap();
-    server.await.unwrap();
-    while code.is_none() {
-        let n = tokio::time::timeout(LIMIT, tokio::io::AsyncReadExt::read(&mut s, &mut buf))
-            .await
-            .expect("a hang")
-            .unwrap();
-        if n == 0 {
-            break;
-        }
-        code = frames.feed(&buf[..n]);
-    }
-    if code.is_some() {
-        // The data queued before the answer went out first.
-        assert_eq!(frames.data as u64, sent * PAYLOAD as u64);
-    }
-    code
+    read_across_the_drop(
+        &mut s,
+        &leftover,
+        written,
+        sent * PAYLOAD as u64,
+        async move {
+            may_drop.send(()).unwrap();
+            server.await.unwrap();
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -326,4 +355,65 @@ async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
 #[tokio::test]
 async fn a_whole_socket_dropped_with_the_answer_queued_writes_it_once_more() {
     assert_eq!(dropped_with_the_answer_queued(false).await, Some(CODE));
+}
+
+/// The blocking layer's `read` writes the close answer as far as the stream's own write
+/// timeout lets it; a socket dropped with the answer still queued then writes the queue
+/// once more, waiting at most that timeout again. The raw client sends a text and the
+/// close in one write; the server reads the text (the close is buffered behind it),
+/// fills the socket until a send times out, reads the close, and drops the connection
+/// once the client has read what its socket took (the client reads on meanwhile: the
+/// drop's write may wait for room as the stream's write timeout lets it).
+#[tokio::test]
+async fn a_blocking_socket_dropped_with_the_answer_queued_writes_it_once_more() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (written, written_rx) = tokio::sync::oneshot::channel::<(u64, u64)>();
+    let (may_drop, may_drop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        // The stream's own write timeout, shorter than the send timeout (kept as it is).
+        stream
+            .set_write_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut ws = rapidws::blocking::accept(stream, &ServerConfig::default()).unwrap();
+        assert!(matches!(ws.read(), Ok(Some(Message::Text(_)))));
+        let chunk = vec![7u8; PAYLOAD];
+        let mut sent = 0u64;
+        loop {
+            sent += 1;
+            match ws.send_binary(&chunk) {
+                Ok(()) => {}
+                Err(e) if e.is_would_block() => break,
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        // One large message more, so that the answer still waits behind data once the
+        // read wrote what it could (the kernel's send buffer grows meanwhile).
+        ws.send_binary(&vec![7u8; LARGE]).unwrap_err();
+        assert!(matches!(ws.read(), Ok(Some(Message::Close(_)))));
+        let queued = ws.connection().pending_output_len() as u64;
+        assert!(queued > 0, "the socket took the answer");
+        let total = sent * FRAME + LARGE as u64 + 10 + 4;
+        let data = sent * PAYLOAD as u64 + LARGE as u64;
+        written.send((data, total - queued)).unwrap();
+        may_drop_rx.blocking_recv().unwrap();
+        drop(ws);
+    });
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let leftover = client_handshake(&mut s, false).await;
+    let mut out = frame(0x81, 2, b"hi", true);
+    let mut close = CODE.to_be_bytes().to_vec();
+    close.extend_from_slice(b"bye");
+    out.extend(frame(0x88, close.len() as u64, &close, true));
+    s.write_all(&out).await.unwrap();
+    let (data, written) = written_rx.await.unwrap();
+    let code = read_across_the_drop(&mut s, &leftover, written, data, async move {
+        may_drop.send(()).unwrap();
+        tokio::task::spawn_blocking(move || server.join().unwrap())
+            .await
+            .unwrap();
+    })
+    .await;
+    assert_eq!(code, Some(CODE));
 }
