@@ -217,6 +217,8 @@ mod link;
 mod recv;
 mod sink;
 mod split;
+#[cfg(test)]
+mod tests;
 mod wakers;
 
 use fragments::copy_fragments;
