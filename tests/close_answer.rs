@@ -174,7 +174,7 @@ fn the_blocking_read_answers_the_close_before_handing_it_over() {
 /// How the server of [`dropped_with_the_answer_queued`] holds its connection: whole, or
 /// split into halves.
 enum Held {
-    Whole(WebSocket<TcpStream>),
+    Whole(Box<WebSocket<TcpStream>>),
     Halves(ReadHalf<TcpStream>, WriteHalf<TcpStream>),
 }
 
@@ -293,7 +293,7 @@ async fn dropped_with_the_answer_queued(split: bool) -> Option<u16> {
             let (rd, wr) = ws.into_split();
             Held::Halves(rd, wr)
         } else {
-            Held::Whole(ws)
+            Held::Whole(Box::new(ws))
         };
         // Fill the socket, then the queue: the peer does not read yet.
         let chunk = bytes::Bytes::from(vec![7u8; PAYLOAD]);

@@ -39,8 +39,10 @@ impl<S: Transport> WebSocket<S> {
     }
 }
 
-/// A socket dropped with our close still queued writes it once more (see
-/// [`WebSocket::write_on_drop`]), as the tokio layer's does.
+/// A socket dropped with our close still queued (a write ran out of the stream's own
+/// write timeout) writes the queue once more, each write waiting at most that timeout,
+/// as the tokio layer's does without waiting; a stream with no write timeout of its own
+/// is not written to.
 impl<S> Drop for WebSocket<S> {
     fn drop(&mut self) {
         if self.stream.is_some() {
