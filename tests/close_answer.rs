@@ -15,7 +15,7 @@ use std::time::Duration;
 use bounded_support::{client_handshake, frame, read_close};
 use futures_util::StreamExt;
 use rapidws::handler::{Handler, Socket, run};
-use rapidws::tokio::{Message, MessageRef, ServerConfig, WebSocket, accept};
+use rapidws::tokio::{Message, MessageRef, ReadHalf, ServerConfig, WebSocket, WriteHalf, accept};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -171,74 +171,77 @@ fn the_blocking_read_answers_the_close_before_handing_it_over() {
     assert_eq!(code, Some(CODE));
 }
 
-/// A socket dropped with the close answer still queued (the peer had stopped reading, so
-/// the socket took none of it when the close was handed over) tries once more in its
-/// `Drop`, without waiting: a peer that has read what was written by then gets the
-/// answer.
-#[tokio::test]
-async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
-    const PAYLOAD: usize = 16 << 10;
-    // A frame of PAYLOAD bytes from a server: a 4-byte header.
-    const FRAME: u64 = PAYLOAD as u64 + 4;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (saturated, saturated_rx) = tokio::sync::oneshot::channel::<()>();
-    let (written, written_rx) = tokio::sync::oneshot::channel::<u64>();
-    let (may_drop, may_drop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        let mut config = ServerConfig::default();
-        config.connection.send_queue_high_water = 64 << 10;
-        let ws = accept(stream, &config).await.unwrap();
-        let (mut rd, mut wr) = ws.into_split();
-        // Fill the socket, then the queue: the peer does not read yet.
-        let chunk = bytes::Bytes::from(vec![7u8; PAYLOAD]);
-        let mut sent = 0u64;
-        loop {
-            while wr.try_send(Message::Binary(chunk.clone())).is_ok() {
-                sent += 1;
-            }
-            let mut flush = std::pin::pin!(wr.flush());
-            let pending = std::future::poll_fn(|cx| {
-                std::task::Poll::Ready(flush.as_mut().poll(cx).is_pending())
-            })
-            .await;
-            if pending {
-                break;
-            }
+/// How the server of [`dropped_with_the_answer_queued`] holds its connection: whole, or
+/// split into halves.
+enum Held {
+    Whole(Box<WebSocket<TcpStream>>),
+    Halves(ReadHalf<TcpStream>, WriteHalf<TcpStream>),
+}
+
+impl Held {
+    fn try_send(&mut self, msg: Message) -> bool {
+        match self {
+            Held::Whole(ws) => ws.try_send(msg).is_ok(),
+            Held::Halves(_, wr) => wr.try_send(msg).is_ok(),
         }
-        saturated.send(()).unwrap();
-        loop {
-            match rd.recv().await {
-                Ok(Some(Message::Close(_))) | Ok(None) | Err(_) => break,
-                Ok(Some(_)) => {}
-            }
+    }
+
+    /// Whether a flush would wait (polled once: the socket is full).
+    async fn flush_would_wait(&mut self) -> bool {
+        match self {
+            Held::Whole(ws) => polled_once_pending(ws.flush()).await,
+            Held::Halves(_, wr) => polled_once_pending(wr.flush()).await,
         }
-        let queued = wr.queued_bytes() as u64;
-        // Our data frames and the 4-byte answer, less what is still queued.
-        written.send(sent * FRAME + 4 - queued).unwrap();
-        may_drop_rx.await.unwrap();
-        drop(rd);
-        drop(wr);
-    });
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let leftover = client_handshake(&mut s, false).await;
-    saturated_rx.await.unwrap();
-    let mut close = CODE.to_be_bytes().to_vec();
-    close.extend_from_slice(b"bye");
-    s.write_all(&frame(0x88, close.len() as u64, &close, true))
-        .await
-        .unwrap();
-    let written = written_rx.await.unwrap();
-    // Read everything the socket took before the drop (the socket is empty then), let
-    // the server drop its halves, and read on to the answer.
+    }
+
+    async fn recv(&mut self) -> Result<Option<Message>, rapidws::tokio::Error> {
+        match self {
+            Held::Whole(ws) => ws.recv().await,
+            Held::Halves(rd, _) => rd.recv().await,
+        }
+    }
+
+    fn queued_bytes(&self) -> usize {
+        match self {
+            Held::Whole(ws) => ws.queued_bytes(),
+            Held::Halves(_, wr) => wr.queued_bytes(),
+        }
+    }
+}
+
+/// Whether `f`, polled once, is pending (it is dropped then).
+async fn polled_once_pending<F: Future>(f: F) -> bool {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| std::task::Poll::Ready(f.as_mut().poll(cx).is_pending())).await
+}
+
+/// The payload of the data messages the servers of the drop tests fill the socket with.
+const PAYLOAD: usize = 16 << 10;
+/// A frame of [`PAYLOAD`] bytes from a server: a 4-byte header.
+const FRAME: u64 = PAYLOAD as u64 + 4;
+/// The payload of the blocking server's last data message (a 10-byte header).
+const LARGE: usize = 1 << 20;
+
+/// The raw client's end of a drop test, once the server's `recv` or `read` handed the
+/// close over: reads the `written` bytes the server's socket took (the bytes after the
+/// handshake head, `leftover`, first), so that the socket is empty, then runs `drop`
+/// (which lets the server drop its connection and waits for it) while it reads on.
+/// Returns the close code read (`None`: the stream ended without a close frame); a close
+/// frame must come behind `data` bytes of data payload.
+async fn read_across_the_drop(
+    s: &mut TcpStream,
+    leftover: &[u8],
+    written: u64,
+    data: u64,
+    drop: impl Future<Output = ()>,
+) -> Option<u16> {
     let mut frames = bounded_support::FrameReader::default();
-    let mut code = frames.feed(&leftover);
+    let mut code = frames.feed(leftover);
     let mut read = leftover.len() as u64;
     let mut buf = vec![0u8; 64 << 10];
     while read < written && code.is_none() {
         let want = buf.len().min((written - read) as usize);
-        let n = tokio::io::AsyncReadExt::read(&mut s, &mut buf[..want])
+        let n = tokio::io::AsyncReadExt::read(s, &mut buf[..want])
             .await
             .unwrap();
         assert!(n > 0, "the stream ended after {read} of {written} bytes");
@@ -249,17 +252,168 @@ async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
     // The runtime's reactor learns that the server's socket has room on its next turn,
     // which a wait on the timer gives it (not a bound on anything: the room is there).
     tokio::time::sleep(Duration::from_millis(50)).await;
-    may_drop.send(()).unwrap();
-    server.await.unwrap();
-    while code.is_none() {
-        let n = tokio::time::timeout(LIMIT, tokio::io::AsyncReadExt::read(&mut s, &mut buf))
-            .await
-            .expect("a hang")
-            .unwrap();
-        if n == 0 {
-            break;
+    let read_on = async {
+        while code.is_none() {
+            let n = tokio::time::timeout(LIMIT, tokio::io::AsyncReadExt::read(s, &mut buf))
+                .await
+                .expect("a hang")
+                .unwrap();
+            if n == 0 {
+                break;
+            }
+            code = frames.feed(&buf[..n]);
         }
-        code = frames.feed(&buf[..n]);
+    };
+    tokio::join!(read_on, drop);
+    if code.is_some() {
+        // The data queued before the answer went out first.
+        assert_eq!(frames.data as u64, data);
     }
+    code
+}
+
+/// A socket dropped with the close answer still queued (the peer had stopped reading, so
+/// the socket took none of it when the close was handed over) tries once more in its
+/// `Drop`, without waiting: a peer that has read what was written by then gets the
+/// answer, behind the data that was queued before it. The server holds the connection
+/// whole, or as halves when `split`; returns the close code the raw client read
+/// (`None`: the stream ended without a close frame).
+async fn dropped_with_the_answer_queued(split: bool) -> Option<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (saturated, saturated_rx) = tokio::sync::oneshot::channel::<()>();
+    let (written, written_rx) = tokio::sync::oneshot::channel::<(u64, u64)>();
+    let (may_drop, may_drop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut config = ServerConfig::default();
+        config.connection.send_queue_high_water = 64 << 10;
+        let ws = accept(stream, &config).await.unwrap();
+        let mut held = if split {
+            let (rd, wr) = ws.into_split();
+            Held::Halves(rd, wr)
+        } else {
+            Held::Whole(Box::new(ws))
+        };
+        // Fill the socket, then the queue: the peer does not read yet.
+        let chunk = bytes::Bytes::from(vec![7u8; PAYLOAD]);
+        let mut sent = 0u64;
+        loop {
+            while held.try_send(Message::Binary(chunk.clone())) {
+                sent += 1;
+            }
+            if held.flush_would_wait().await {
+                break;
+            }
+        }
+        saturated.send(()).unwrap();
+        loop {
+            match held.recv().await {
+                Ok(Some(Message::Close(_))) | Ok(None) | Err(_) => break,
+                Ok(Some(_)) => {}
+            }
+        }
+        let queued = held.queued_bytes() as u64;
+        // Our data frames and the 4-byte answer, less what is still queued.
+        written.send((sent, sent * FRAME + 4 - queued)).unwrap();
+        may_drop_rx.await.unwrap();
+        match held {
+            Held::Whole(ws) => drop(ws),
+            Held::Halves(rd, wr) => {
+                drop(rd);
+                drop(wr);
+            }
+        }
+    });
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let leftover = client_handshake(&mut s, false).await;
+    saturated_rx.await.unwrap();
+    let mut close = CODE.to_be_bytes().to_vec();
+    close.extend_from_slice(b"bye");
+    s.write_all(&frame(0x88, close.len() as u64, &close, true))
+        .await
+        .unwrap();
+    let (sent, written) = written_rx.await.unwrap();
+    read_across_the_drop(
+        &mut s,
+        &leftover,
+        written,
+        sent * PAYLOAD as u64,
+        async move {
+            may_drop.send(()).unwrap();
+            server.await.unwrap();
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn split_halves_dropped_with_the_answer_queued_write_it_once_more() {
+    assert_eq!(dropped_with_the_answer_queued(true).await, Some(CODE));
+}
+
+#[tokio::test]
+async fn a_whole_socket_dropped_with_the_answer_queued_writes_it_once_more() {
+    assert_eq!(dropped_with_the_answer_queued(false).await, Some(CODE));
+}
+
+/// The blocking layer's `read` writes the close answer as far as the stream's own write
+/// timeout lets it; a socket dropped with the answer still queued then writes the queue
+/// once more, waiting at most that timeout again. The raw client sends a text and the
+/// close in one write; the server reads the text (the close is buffered behind it),
+/// fills the socket until a send times out, reads the close, and drops the connection
+/// once the client has read what its socket took (the client reads on meanwhile: the
+/// drop's write may wait for room as the stream's write timeout lets it).
+#[tokio::test]
+async fn a_blocking_socket_dropped_with_the_answer_queued_writes_it_once_more() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (written, written_rx) = tokio::sync::oneshot::channel::<(u64, u64)>();
+    let (may_drop, may_drop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        // The stream's own write timeout, shorter than the send timeout (kept as it is).
+        stream
+            .set_write_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut ws = rapidws::blocking::accept(stream, &ServerConfig::default()).unwrap();
+        assert!(matches!(ws.read(), Ok(Some(Message::Text(_)))));
+        let chunk = vec![7u8; PAYLOAD];
+        let mut sent = 0u64;
+        loop {
+            sent += 1;
+            match ws.send_binary(&chunk) {
+                Ok(()) => {}
+                Err(e) if e.is_would_block() => break,
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        // One large message more, so that the answer still waits behind data once the
+        // read wrote what it could (the kernel's send buffer grows meanwhile).
+        ws.send_binary(&vec![7u8; LARGE]).unwrap_err();
+        assert!(matches!(ws.read(), Ok(Some(Message::Close(_)))));
+        let queued = ws.connection().pending_output_len() as u64;
+        assert!(queued > 0, "the socket took the answer");
+        let total = sent * FRAME + LARGE as u64 + 10 + 4;
+        let data = sent * PAYLOAD as u64 + LARGE as u64;
+        written.send((data, total - queued)).unwrap();
+        may_drop_rx.blocking_recv().unwrap();
+        drop(ws);
+    });
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let leftover = client_handshake(&mut s, false).await;
+    let mut out = frame(0x81, 2, b"hi", true);
+    let mut close = CODE.to_be_bytes().to_vec();
+    close.extend_from_slice(b"bye");
+    out.extend(frame(0x88, close.len() as u64, &close, true));
+    s.write_all(&out).await.unwrap();
+    let (data, written) = written_rx.await.unwrap();
+    let code = read_across_the_drop(&mut s, &leftover, written, data, async move {
+        may_drop.send(()).unwrap();
+        tokio::task::spawn_blocking(move || server.join().unwrap())
+            .await
+            .unwrap();
+    })
+    .await;
     assert_eq!(code, Some(CODE));
 }

@@ -15,6 +15,9 @@ use crate::message::{CloseFrame, Compression, Message};
 
 use super::net::Transport;
 
+mod on_drop;
+use on_drop::{live, taken};
+
 #[cfg(feature = "tracing")]
 fn trace_open(role: Role) {
     tracing::debug!(target: "rapidws::blocking", ?role, "websocket open");
@@ -43,9 +46,16 @@ fn trace_end(_: Role, _: Option<&Error>, _: Option<&CloseFrame>) {}
 ///
 /// [`read`](Self::read) returns the next message (pings are answered and closes echoed
 /// as they are read); [`send`](Self::send) writes one message and flushes. Output the
-/// connection produces on its own (pongs, the close echo) is written during `read`.
+/// connection produces on its own (pongs, the close echo) is written during `read`. A
+/// socket dropped with its close echo still queued (a write ran out of the stream's own
+/// write timeout) writes the queue once more, each write waiting at most that timeout.
 pub struct WebSocket<S> {
-    stream: S,
+    /// The stream: `None` only once [`into_inner`](Self::into_inner) took it (the `Drop`
+    /// then finds nothing to do).
+    stream: Option<S>,
+    /// [`write_on_drop`](Self::write_on_drop) for `S`, for the `Drop` (which cannot name
+    /// the bounds that writing needs).
+    write_on_drop: fn(&mut Self),
     conn: Connection,
     /// Encoded output not yet written (kept across a write timeout).
     subprotocol: Option<String>,
@@ -122,7 +132,8 @@ impl<S: Transport> WebSocket<S> {
             conn.handle_bytes(Instant::now(), leftover);
         }
         WebSocket {
-            stream,
+            stream: Some(stream),
+            write_on_drop: Self::write_on_drop,
             conn,
             subprotocol,
             deflate: false,
@@ -165,12 +176,15 @@ impl<S: Transport> WebSocket<S> {
 
     /// The underlying stream (to change its timeouts, for example).
     pub fn get_ref(&self) -> &S {
-        &self.stream
+        match &self.stream {
+            Some(stream) => stream,
+            None => taken(),
+        }
     }
 
     /// The underlying stream, mutably. Reading or writing it corrupts the connection.
     pub fn get_mut(&mut self) -> &mut S {
-        &mut self.stream
+        live(&mut self.stream)
     }
 
     /// The sans-IO connection underneath, for inspection.
@@ -182,7 +196,10 @@ impl<S: Transport> WebSocket<S> {
     pub fn into_inner(mut self) -> S {
         self.restore_read_timeout();
         self.restore_write_timeout();
-        self.stream
+        match self.stream.take() {
+            Some(stream) => stream,
+            None => taken(),
+        }
     }
 
     /// Writes all pending output and flushes the stream. After a write timeout the
@@ -216,16 +233,20 @@ impl<S: Transport> WebSocket<S> {
             let mut slices = [IoSlice::new(&[]); Connection::WRITE_SLICES];
             let count = self.conn.io_slices(&mut slices);
             let start = Instant::now();
-            match self.stream.write_vectored(&slices[..count]) {
+            match live(&mut self.stream).write_vectored(&slices[..count]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.conn.advance_output(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_would_block(&e) => {
+                    let closing = self.conn.is_closed();
                     self.conn.write_would_block(start);
                     self.run_timers();
-                    if self.conn.is_closed() {
-                        // The send timer (or another) failed the connection: its error
-                        // is the one to tell (not a timeout the caller may retry).
+                    if self.conn.is_done() || !closing && self.conn.is_closed() {
+                        // The send timer (or another) failed the connection, or the
+                        // teardown is over: its error is the one to tell (not a timeout
+                        // the caller may retry). A connection already closing (our
+                        // answer to the peer's close queued) keeps its output for the
+                        // next call, or the drop, as an open one does.
                         return Err(io::Error::other("the connection closed while writing"));
                     }
                     if self.user_write_timeout.is_none() {
@@ -237,7 +258,7 @@ impl<S: Transport> WebSocket<S> {
                 Err(e) => return Err(e),
             }
         }
-        self.stream.flush()
+        live(&mut self.stream).flush()
     }
 
     /// Shortens the stream's write timeout to the send timeout, once: a write to a peer
@@ -249,13 +270,13 @@ impl<S: Transport> WebSocket<S> {
         let Some(send) = self.conn.config().send_timeout else {
             return;
         };
-        let Ok(own) = self.stream.write_timeout() else {
+        let Ok(own) = live(&mut self.stream).write_timeout() else {
             return;
         };
         if own.is_some_and(|own| own <= send) {
             return;
         }
-        if self.stream.set_write_timeout(Some(send)).is_ok() {
+        if live(&mut self.stream).set_write_timeout(Some(send)).is_ok() {
             self.user_write_timeout = Some(own);
         }
     }
@@ -264,7 +285,7 @@ impl<S: Transport> WebSocket<S> {
     /// [`arm_send_timeout`](Self::arm_send_timeout) shortened it.
     fn restore_write_timeout(&mut self) {
         if let Some(own) = self.user_write_timeout.take() {
-            let _ = self.stream.set_write_timeout(own);
+            let _ = live(&mut self.stream).set_write_timeout(own);
         }
     }
 
@@ -400,7 +421,7 @@ impl<S: Transport> WebSocket<S> {
         if self.conn.wants_shutdown() {
             // A failed shutdown means the peer is gone already: the read below finds
             // its end.
-            let _ = self.stream.shutdown_write();
+            let _ = live(&mut self.stream).shutdown_write();
             self.conn.handle_shutdown(Instant::now());
             return None;
         }
@@ -474,7 +495,7 @@ impl<S: Transport> WebSocket<S> {
     fn wait_for_budget(&mut self) -> Option<Result<(), Error>> {
         let own = match self.user_read_timeout {
             Some(own) => own,
-            None => self.stream.read_timeout().ok().flatten(),
+            None => live(&mut self.stream).read_timeout().ok().flatten(),
         };
         if own.is_some_and(|own| self.budget_napped >= own) {
             return Some(Err(Error::Io(io::ErrorKind::WouldBlock.into())));
@@ -551,7 +572,7 @@ impl<S: Transport> WebSocket<S> {
             .max(Duration::from_millis(1));
         let own = match self.user_read_timeout {
             Some(own) => own,
-            None => match self.stream.read_timeout() {
+            None => match live(&mut self.stream).read_timeout() {
                 Ok(own) => own,
                 Err(_) => return,
             },
@@ -560,7 +581,7 @@ impl<S: Transport> WebSocket<S> {
             // The socket wakes us first anyway.
             return self.restore_read_timeout();
         }
-        if self.stream.set_read_timeout(Some(wait)).is_ok() {
+        if live(&mut self.stream).set_read_timeout(Some(wait)).is_ok() {
             self.user_read_timeout = Some(own);
         }
     }
@@ -570,7 +591,7 @@ impl<S: Transport> WebSocket<S> {
     /// [`arm_read_deadline`]: Self::arm_read_deadline
     fn restore_read_timeout(&mut self) {
         if let Some(own) = self.user_read_timeout.take() {
-            let _ = self.stream.set_read_timeout(own);
+            let _ = live(&mut self.stream).set_read_timeout(own);
         }
     }
 
@@ -582,7 +603,7 @@ impl<S: Transport> WebSocket<S> {
             // a blocked read holds no allocation; the buffer is made when bytes arrive.
             let mut stack = [0u8; 2048];
             let n = loop {
-                match self.stream.read(&mut stack) {
+                match live(&mut self.stream).read(&mut stack) {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     r => break r?,
                 }
@@ -604,7 +625,7 @@ impl<S: Transport> WebSocket<S> {
         let start = buf.len();
         buf.resize(start + want, 0);
         let r = loop {
-            match self.stream.read(&mut buf[start..]) {
+            match live(&mut self.stream).read(&mut buf[start..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 r => break r,
             }

@@ -36,7 +36,8 @@ macro_rules! receiving {
             /// (and what was queued before it) was written and flushed as far as the socket
             /// takes it without waiting, so a program that stops at the `Close` and drops
             /// the socket has sent the answer; a socket that was full then leaves the rest
-            /// queued, and the split halves try once more, without waiting, when dropped. The keepalive, idle and close timers run here too, so
+            /// queued, and the socket (whole or split) tries once more, without waiting,
+            /// when it is dropped. The keepalive, idle and close timers run here too, so
             /// keep a receive pending on an open connection.
             ///
             /// # Errors
@@ -212,13 +213,17 @@ macro_rules! send_methods {
 
 mod batch;
 mod fragments;
+mod link;
 mod recv;
 mod sink;
 mod split;
+#[cfg(test)]
+mod tests;
 mod wakers;
 
 use fragments::copy_fragments;
 pub use fragments::{IncomingMessage, MessageChunk, MessageWriter};
+use link::{Link, taken};
 use sink::prepared_as_message;
 pub use split::{HalfMessageWriter, ReadHalf, ReuniteError, WriteHalf};
 use split::{Inner, Lent, Shared};
@@ -274,10 +279,17 @@ use wakers::{ReadWaker, ReadsWaking, Task, WakerPair};
 ///
 /// [`close`](Self::close) sends a close frame and waits (within the close timeout) for the
 /// peer's; then the TCP connection is shut down. When the peer closes first, `recv`
-/// returns its [`Message::Close`], echoes it, and then `Ok(None)`.
+/// returns its [`Message::Close`], echoes it, and then `Ok(None)`. A socket dropped with
+/// its close echo still queued (the peer was not reading when the `Close` was handed
+/// over) writes the queue once more as it goes, without waiting.
 pub struct WebSocket<S> {
-    io: S,
-    engine: Engine,
+    /// The stream and the engine: `None` only once [`into_inner`](Self::into_inner) or
+    /// [`into_split`](Self::into_split) took them, which consume the socket (its `Drop`
+    /// then finds nothing to do).
+    link: Option<Link<S>>,
+    /// [`Link::write_on_drop`] for `S`, for the `Drop` of the socket (which cannot name
+    /// the bounds that writing needs), as the halves keep theirs.
+    write_on_drop: fn(&mut Link<S>),
     subprotocol: Option<String>,
     /// Made when the socket is first polled as a [`Stream`] or a [`Sink`]: from then on a
     /// receiving task and a sending task may poll it in turn (`futures`'
@@ -305,8 +317,8 @@ struct TwoTasks {
 impl<S> std::fmt::Debug for WebSocket<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebSocket")
-            .field("role", &self.engine.conn.role())
-            .field("queued", &self.engine.queued())
+            .field("role", &self.engine().conn.role())
+            .field("queued", &self.engine().queued())
             .finish_non_exhaustive()
     }
 }
@@ -333,8 +345,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     fn from_engine(io: S, engine: Engine, subprotocol: Option<String>) -> Self {
         WebSocket {
-            io,
-            engine,
+            link: Some(Link { io, engine }),
+            write_on_drop: Link::write_on_drop,
             subprotocol,
             tasks: None,
         }
@@ -347,55 +359,63 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// Whether permessage-deflate (RFC 7692) was agreed in the handshake, in either role.
     pub fn is_deflate(&self) -> bool {
-        self.engine.conn.is_deflate()
+        self.engine().conn.is_deflate()
     }
 
     /// The role of this end.
     pub fn role(&self) -> Role {
-        self.engine.conn.role()
+        self.engine().conn.role()
     }
 
     /// The peer's close frame, once received (code 1005 when it carried none).
     pub fn close_frame(&self) -> Option<&CloseFrame> {
-        self.engine.conn.peer_close()
+        self.engine().conn.peer_close()
     }
 
     /// The underlying stream.
     pub fn get_ref(&self) -> &S {
-        &self.io
+        match &self.link {
+            Some(link) => &link.io,
+            None => taken(),
+        }
     }
 
     /// The underlying stream, mutably: for its own settings (a socket option, the TLS
     /// session). Do not read from it or write to it: those bytes belong to the
     /// connection's frames.
     pub fn get_mut(&mut self) -> &mut S {
-        &mut self.io
+        &mut Link::of(&mut self.link).io
     }
 
     /// The underlying stream, ending the WebSocket: what was received and not yet
     /// delivered, and what was queued and not yet written, are dropped. Close first
     /// ([`close`](Self::close)) to end the connection as the protocol asks.
-    pub fn into_inner(self) -> S {
-        self.io
+    pub fn into_inner(mut self) -> S {
+        match self.link.take() {
+            Some(link) => link.io,
+            None => taken(),
+        }
     }
 
     /// Bytes queued and not yet written.
     pub fn queued_bytes(&self) -> usize {
-        self.engine.queued()
+        self.engine().queued()
     }
 
     /// The core connection, for what this layer does not expose.
     pub fn connection(&self) -> &Connection {
-        &self.engine.conn
+        &self.engine().conn
     }
 
     fn with_room(&mut self, cx: &mut Context<'_>, extra: usize) -> Poll<Result<(), Error>> {
-        self.engine.poll_room(cx, &mut self.io, extra)
+        let (engine, io) = self.parts();
+        engine.poll_room(cx, io, extra)
     }
 
     /// Polls the queue empty and flushes the stream.
     pub fn poll_flush_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.engine.poll_flush(cx, &mut self.io)
+        let (engine, io) = self.parts();
+        engine.poll_flush(cx, io)
     }
 
     /// The poll behind [`send`](Self::send), for layers that hold the message themselves
@@ -408,8 +428,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         msg: &mut Option<Message>,
     ) -> Poll<Result<(), Error>> {
-        self.engine
-            .poll_message(cx, &mut self.io, msg, Compression::Auto, Put::Send)
+        let (engine, io) = self.parts();
+        engine.poll_message(cx, io, msg, Compression::Auto, Put::Send)
     }
 
     /// The poll behind [`feed`](Self::feed): takes the message out of `msg` and queues it
@@ -419,8 +439,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         msg: &mut Option<Message>,
     ) -> Poll<Result<(), Error>> {
-        self.engine
-            .poll_message(cx, &mut self.io, msg, Compression::Auto, Put::Feed)
+        let (engine, io) = self.parts();
+        engine.poll_message(cx, io, msg, Compression::Auto, Put::Feed)
     }
 
     /// [`poll_flush_queue`](Self::poll_flush_queue) for the `AsyncWrite` views of a
@@ -439,7 +459,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         send: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
     ) -> Poll<io::Result<()>> {
         ready!(self.with_room(cx, len)).map_err(io::Error::from)?;
-        Poll::Ready(self.engine.send_with(send).map_err(io::Error::from))
+        Poll::Ready(self.engine_mut().send_with(send).map_err(io::Error::from))
     }
 
     send_methods!("WebSocket", MessageWriter, try_send(&mut));
@@ -451,10 +471,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         msg: Message,
         compression: Compression,
     ) -> Result<(), TrySendError> {
-        if !self.engine.has_room(msg.len()) {
+        if !self.engine().has_room(msg.len()) {
             return Err(TrySendError::QueueFull(msg));
         }
-        self.engine
+        self.engine_mut()
             .queue(msg, compression)
             .map_err(TrySendError::Failed)
     }
@@ -475,8 +495,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// [`recv_raw_after`](Self::recv_raw_after).
     pub(crate) fn recv_raw(&mut self) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
         poll_fn(move |cx| {
-            self.engine
-                .poll_recv_with(cx, &mut self.io, true, Connection::lend_next)
+            let (engine, io) = self.parts();
+            engine.poll_recv_with(cx, io, true, Connection::lend_next)
         })
     }
 
@@ -492,13 +512,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     ) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
         poll_fn(move |cx| {
             if let Some((kind, at)) = lent.take() {
-                match self.engine.poll_write_lent(cx, &mut self.io, kind, at) {
+                let (engine, io) = self.parts();
+                match engine.poll_write_lent(cx, io, kind, at) {
                     Ok(()) | Err(Error::Closed) => {}
                     Err(e) => return Poll::Ready(Err(e)),
                 }
             }
-            self.engine
-                .poll_recv_with(cx, &mut self.io, true, Connection::lend_next)
+            let (engine, io) = self.parts();
+            engine.poll_recv_with(cx, io, true, Connection::lend_next)
         })
     }
 
@@ -513,7 +534,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         let mut at = Some(at);
         poll_fn(move |cx| {
             Poll::Ready(match at.take() {
-                Some(at) => self.engine.poll_write_lent(cx, &mut self.io, kind, at),
+                Some(at) => {
+                    let (engine, io) = self.parts();
+                    engine.poll_write_lent(cx, io, kind, at)
+                }
                 None => Ok(()),
             })
         })
@@ -521,18 +545,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
 
     /// For the handler API: the event `raw` (from [`recv_raw`](Self::recv_raw)), taken.
     pub(crate) fn take_raw(&mut self, raw: Raw) -> Message {
-        self.engine.conn.take_message(raw)
+        self.engine_mut().conn.take_message(raw)
     }
 
     /// For the handler API: the connection, for a callback to queue its replies on, and
     /// the subprotocol.
     pub(crate) fn handler_parts(&mut self) -> (&mut Connection, Option<&str>) {
-        (&mut self.engine.conn, self.subprotocol.as_deref())
+        let Self {
+            link, subprotocol, ..
+        } = self;
+        (&mut Link::of(link).engine.conn, subprotocol.as_deref())
     }
 
     /// For the handler API: whether the send queue is under its high-water mark.
     pub(crate) fn has_room(&self) -> bool {
-        self.engine.has_room(0)
+        self.engine().has_room(0)
     }
 
     /// For the handler API: waits until the send queue is back under its high-water mark
@@ -549,7 +576,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         f: impl FnOnce(&mut Engine, &mut dyn Io, &mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        f(&mut self.engine, &mut self.io, cx)
+        let (engine, io) = self.parts();
+        f(engine, io, cx)
     }
 
     /// Nothing to do when a close has been queued: this connection's own receive arms the
@@ -571,7 +599,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         kind: MessageKind,
         compression: Compression,
     ) -> Result<MessageWriter<'_, S>, Error> {
-        self.engine
+        self.engine_mut()
             .send_with(|c| c.begin_message_with(kind, compression))?;
         Ok(MessageWriter {
             ws: self,
@@ -586,7 +614,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     pub async fn close(&mut self, code: impl Into<CloseCode>, reason: &str) -> Result<(), Error> {
         let code = code.into();
         match self
-            .engine
+            .engine_mut()
             .send_with(|c| c.close(super::engine::now(), code, reason))
         {
             Ok(()) | Err(Error::Closed) => {}
@@ -620,13 +648,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// answering pings while the sending half is idle, and drives the timers: keep
     /// polling it (or drop it: the sending half then reads in its waits, see
     /// [`ReadHalf`]).
-    pub fn into_split(self) -> (ReadHalf<S>, WriteHalf<S>) {
-        let (rd, wr) = tokio::io::split(self.io);
+    pub fn into_split(mut self) -> (ReadHalf<S>, WriteHalf<S>) {
+        let Some(Link { io, engine }) = self.link.take() else {
+            taken()
+        };
+        let (rd, wr) = tokio::io::split(io);
         let wakers = Arc::new(WakerPair::default());
         wakers.set_receiving(true);
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
-                engine: self.engine,
+                engine,
                 rd,
                 wr,
                 reader: true,
@@ -635,7 +666,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             combined: Waker::from(wakers.clone()),
             read_waker: Waker::from(Arc::new(ReadWaker(wakers.clone()))),
             wakers,
-            subprotocol: self.subprotocol,
+            subprotocol: self.subprotocol.take(),
         });
         (
             ReadHalf {

@@ -311,23 +311,16 @@ impl Engine {
         header: &HeaderBuf,
         payload: Bytes,
     ) -> Result<bool, Error> {
-        let total = header.len() + payload.len();
-        let (written, result) = match poll_write_frame(cx, io, header.as_slice(), &payload) {
-            Poll::Ready(Ok(n)) if n == total => return Ok(true),
-            Poll::Ready(Ok(0)) => (0, Err(self.send_failed(io::ErrorKind::WriteZero.into()))),
-            Poll::Ready(Ok(n)) => (n.min(total), Ok(false)),
-            Poll::Ready(Err(e)) => (0, Err(self.send_failed(e))),
-            Poll::Pending => (0, Ok(false)),
-        };
-        self.conn.lone_unwritten(header, payload, written);
-        result
+        self.poll_write_alone(cx, io, header, payload, |c, payload, written| {
+            c.lone_unwritten(header, payload, written)
+        })
     }
 
     /// The handler API's borrowed reply that is the message lent at `at` in the receive
     /// buffer (`Replies::held`): written once straight from the buffer, header and
     /// payload in one vectored write, as [`poll_write_lone`](Self::poll_write_lone) writes
     /// an owned message; what the socket does not take is queued (copied), and the poll is
-    /// done.
+    /// done. A failed write ends the transport as it does there.
     #[inline(always)]
     pub(crate) fn poll_write_lent(
         &mut self,
@@ -340,17 +333,37 @@ impl Engine {
             return self.send_with(|c| c.send_lent(kind, at));
         }
         let header = self.conn.lent_header(kind, at.len());
-        let payload = self.conn.lent_bytes(at.clone());
-        let total = header.len() + payload.len();
-        let (written, result) = match poll_write_frame(cx, io, header.as_slice(), payload) {
-            Poll::Ready(Ok(n)) if n == total => return Ok(()),
-            Poll::Ready(Ok(0)) => (0, Err(Error::Io(io::ErrorKind::WriteZero.into()))),
-            Poll::Ready(Ok(n)) => (n.min(total), Ok(())),
-            Poll::Ready(Err(e)) => (0, Err(Error::Io(e))),
-            Poll::Pending => (0, Ok(())),
+        self.poll_write_alone(cx, io, &header, at, |c, at, written| {
+            c.lent_unwritten(&header, at, written)
+        })
+        .map(drop)
+    }
+
+    /// Writes one frame, `header` and then `payload`'s bytes, once: `Ok(true)` when it went
+    /// out whole; otherwise `queue_rest` queues what the socket did not take (given the
+    /// payload back and how many bytes of the frame went out). A failed write ends the
+    /// transport ([`send_failed`](Self::send_failed)): the error is returned, and the
+    /// receive reports it too.
+    #[inline(always)]
+    fn poll_write_alone<P: LonePayload>(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+        header: &HeaderBuf,
+        payload: P,
+        queue_rest: impl FnOnce(&mut Connection, P, usize),
+    ) -> Result<bool, Error> {
+        let bytes = payload.bytes(&self.conn);
+        let total = header.len() + bytes.len();
+        let written = match poll_write_frame(cx, io, header.as_slice(), bytes) {
+            Poll::Ready(Ok(n)) if n == total => return Ok(true),
+            Poll::Ready(Ok(0)) => return Err(self.send_failed(io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => n.min(total),
+            Poll::Ready(Err(e)) => return Err(self.send_failed(e)),
+            Poll::Pending => 0,
         };
-        self.conn.lent_unwritten(&header, at, written);
-        result
+        queue_rest(&mut self.conn, payload, written);
+        Ok(false)
     }
 
     /// Runs a send operation on the connection (its frames join the output queue).
@@ -360,5 +373,26 @@ impl Engine {
         f: impl FnOnce(&mut Connection) -> Result<(), connection::SendError>,
     ) -> Result<(), Error> {
         f(&mut self.conn).map_err(Error::from_send)
+    }
+}
+
+/// Where the payload of a frame written alone ([`Engine::poll_write_alone`]) lies: in a
+/// message of the caller's, or at a range of the connection's receive buffer (a borrowed
+/// handler's reply, the message it was lent).
+trait LonePayload {
+    fn bytes<'a>(&'a self, conn: &'a Connection) -> &'a [u8];
+}
+
+impl LonePayload for Bytes {
+    #[inline(always)]
+    fn bytes<'a>(&'a self, _: &'a Connection) -> &'a [u8] {
+        self
+    }
+}
+
+impl LonePayload for std::ops::Range<usize> {
+    #[inline(always)]
+    fn bytes<'a>(&'a self, conn: &'a Connection) -> &'a [u8] {
+        conn.lent_bytes(self.clone())
     }
 }

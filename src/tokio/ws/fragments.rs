@@ -126,7 +126,7 @@ impl<S> Drop for MessageWriter<'_, S> {
     fn drop(&mut self) {
         if !self.finished {
             self.ws
-                .engine
+                .engine_mut()
                 .conn
                 .abort_message(crate::tokio::engine::now());
         }
@@ -137,7 +137,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
     /// Sends one fragment, waiting for room in the send queue first (no flush).
     pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
         poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
-        self.ws.engine.send_with(|c| c.send_chunk(data))
+        self.ws.engine_mut().send_with(|c| c.send_chunk(data))
     }
 
     /// [`send_chunk`](Self::send_chunk) with a payload given away: a server queues a
@@ -146,7 +146,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
     /// [`Connection::send_chunk_bytes`]).
     pub async fn send_chunk_bytes(&mut self, data: Bytes) -> Result<(), Error> {
         poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
-        self.ws.engine.send_with(|c| c.send_chunk_bytes(data))
+        self.ws.engine_mut().send_with(|c| c.send_chunk_bytes(data))
     }
 
     /// Sends the final fragment (possibly empty) and flushes.
@@ -168,7 +168,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
     ) -> Result<(), Error> {
         poll_fn(|cx| self.ws.with_room(cx, len)).await?;
         self.finished = true;
-        self.ws.engine.send_with(end)?;
+        self.ws.engine_mut().send_with(end)?;
         self.ws.flush().await
     }
 }
@@ -196,7 +196,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.finished {
-            this.ws.engine.send_with(|c| c.end_message(&[]))?;
+            this.ws.engine_mut().send_with(|c| c.end_message(&[]))?;
             this.finished = true;
         }
         this.ws.poll_flush_io(cx)

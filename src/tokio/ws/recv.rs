@@ -46,14 +46,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
             }
         };
         let cx = &mut Context::from_waker(waker);
+        let Link { io, engine } = Link::of(&mut self.link);
         let r = match read_waker {
-            None => f(&mut self.engine, &mut self.io, cx),
+            None => f(engine, io, cx),
             Some(read_waker) => {
                 let mut io = ReadsWaking {
-                    io: &mut self.io,
+                    io,
                     waker: read_waker,
                 };
-                f(&mut self.engine, &mut io, cx)
+                f(engine, &mut io, cx)
             }
         };
         if task == Task::Sending
@@ -89,13 +90,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        self.engine
-            .poll_recv_as(cx, &mut self.io, false, Connection::raw_owned)
+        let (engine, io) = self.parts();
+        engine.poll_recv_as(cx, io, false, Connection::raw_owned)
     }
 
     /// Polls for the next message ([`recv`](Self::recv) uses this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        self.engine.poll_recv_message(cx, &mut self.io)
+        let (engine, io) = self.parts();
+        engine.poll_recv_message(cx, io)
     }
 
     /// The [`Stream`] impl's poll: [`poll_recv`](Self::poll_recv) as the receiving one of
@@ -121,9 +123,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         first: Option<Polled>,
     ) -> Poll<Result<Option<Raw>, Error>> {
+        let (engine, io) = self.parts();
         match first {
-            Some(first) => self.engine.poll_recv_from(first, cx, &mut self.io, true),
-            None => self.engine.poll_recv_raw(cx, &mut self.io, true),
+            Some(first) => engine.poll_recv_from(first, cx, io, true),
+            None => engine.poll_recv_raw(cx, io, true),
         }
     }
 
@@ -132,17 +135,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageRef<'_>>, Error>> {
-        if let Some((kind, at)) = self.engine.conn.poll_short() {
-            return Poll::Ready(Ok(Some(self.engine.conn.lent(kind, at))));
+        if let Some((kind, at)) = self.engine_mut().conn.poll_short() {
+            return Poll::Ready(Ok(Some(self.engine_mut().conn.lent(kind, at))));
         }
-        let raw = match self.engine.try_recv_raw(true) {
+        let raw = match self.engine_mut().try_recv_raw(true) {
             Ok(raw) => raw,
             Err(first) => match ready!(self.poll_whole_raw(cx, Some(first)))? {
                 Some(raw) => raw,
                 None => return Poll::Ready(Ok(None)),
             },
         };
-        Poll::Ready(Ok(Some(self.engine.conn.raw_ref(&raw))))
+        Poll::Ready(Ok(Some(self.engine_mut().conn.raw_ref(&raw))))
     }
 
     /// Receives the next message borrowed from the connection's receive buffer, valid
@@ -171,10 +174,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     pub async fn recv_ref(&mut self) -> Result<Option<MessageRef<'_>>, Error> {
         // Most calls find a whole message buffered: lent without a future, and without
         // the general event.
-        if let Some((kind, at)) = self.engine.conn.poll_short() {
-            return Ok(Some(self.engine.conn.lent(kind, at)));
+        if let Some((kind, at)) = self.engine_mut().conn.poll_short() {
+            return Ok(Some(self.engine_mut().conn.lent(kind, at)));
         }
-        let raw = match self.engine.try_recv_raw(true) {
+        let raw = match self.engine_mut().try_recv_raw(true) {
             Ok(raw) => raw,
             Err(first) => {
                 let mut first = Some(first);
@@ -184,7 +187,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
                 }
             }
         };
-        Ok(Some(self.engine.conn.raw_ref(&raw)))
+        Ok(Some(self.engine_mut().conn.raw_ref(&raw)))
     }
 
     /// Receives every whole message buffered at once: the next message and, when it
@@ -217,7 +220,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         let Some(raw) = self.recv_raw().await? else {
             return Ok(None);
         };
-        Ok(Some(self.engine.conn.batch_of(raw)))
+        Ok(Some(self.engine_mut().conn.batch_of(raw)))
     }
 
     /// Receives the next data message as an [`AsyncRead`] that yields its payload as the

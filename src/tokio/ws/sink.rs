@@ -23,7 +23,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     }
 
     fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), Error> {
-        self.get_mut().engine.queue(item, Compression::Auto)
+        self.get_mut().engine_mut().queue(item, Compression::Auto)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -39,7 +39,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Sink<Message> for WebSocket<S> {
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let this = self.get_mut().two_tasks();
         match this
-            .engine
+            .engine_mut()
             .send_with(|c| c.close(super::super::engine::now(), CloseCode::NORMAL, ""))
         {
             Ok(()) | Err(Error::Closed) => {}
@@ -68,10 +68,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// message's payload) past the high-water mark: the way a broadcaster drops a slow
     /// consumer rather than waiting for it.
     pub fn try_send_prepared(&mut self, msg: &PreparedMessage) -> Result<(), TrySendError> {
-        if !self.engine.has_room(msg.len()) {
+        if !self.engine().has_room(msg.len()) {
             return Err(TrySendError::QueueFull(prepared_as_message(msg)));
         }
-        self.engine
+        self.engine_mut()
             .send_with(|c| c.send_prepared(msg))
             .map_err(TrySendError::Failed)
     }
@@ -80,7 +80,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     pub async fn feed_prepared(&mut self, msg: &PreparedMessage) -> Result<(), Error> {
         let len = msg.len();
         poll_fn(|cx| self.with_room(cx, len)).await?;
-        self.engine.send_with(|c| c.send_prepared(msg))
+        self.engine_mut().send_with(|c| c.send_prepared(msg))
     }
 
     /// Sends a prepared message: waits for room, queues it and writes the queue out.
