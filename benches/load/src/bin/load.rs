@@ -1190,38 +1190,72 @@ async fn run(args: Args) -> i32 {
     code
 }
 
-async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
+/// What echo and rate mode both measure: the window after the warm-up, its counters and
+/// the CPU seconds spent in it.
+struct Window {
+    /// The snapshots at its start and end.
+    a: Snapshot,
+    b: Snapshot,
+    /// Its length in seconds.
+    secs: f64,
+    /// Echoes answered in it.
+    msgs: u64,
+    /// The server's user and system CPU seconds.
+    su: f64,
+    ss: f64,
+    /// This tool's own CPU seconds (user and system).
+    client: f64,
+    /// The server's peak VmRSS over it.
+    peak_rss: u64,
+}
+
+/// Waits out the warm-up, then measures for `--measure` seconds (latencies are recorded
+/// meanwhile). The error is printed already.
+async fn measure_window(args: &Args, shared: &Shared) -> Result<Window, ()> {
     tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
-    let a = match snapshot(shared) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
-    };
+    let snap = || snapshot(shared).map_err(|e| eprintln!("{e}"));
+    let a = snap()?;
     shared.measuring.set(true);
     let peak_rss = sample_rss(args.server_pid, args.measure).await;
     shared.measuring.set(false);
-    let b = match snapshot(shared) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
-    };
+    let b = snap()?;
     let tck = clock_ticks_per_second() as f64;
-    let secs = (b.at - a.at).as_secs_f64();
-    let msgs = b.msgs - a.msgs;
-    let su = (b.server.0 - a.server.0) as f64 / tck;
-    let ss = (b.server.1 - a.server.1) as f64 / tck;
-    let cpu = su + ss;
-    let client = ((b.client.0 + b.client.1) - (a.client.0 + a.client.1)) as f64 / tck;
+    Ok(Window {
+        secs: (b.at - a.at).as_secs_f64(),
+        msgs: b.msgs - a.msgs,
+        su: (b.server.0 - a.server.0) as f64 / tck,
+        ss: (b.server.1 - a.server.1) as f64 / tck,
+        client: ((b.client.0 + b.client.1) - (a.client.0 + a.client.1)) as f64 / tck,
+        peak_rss,
+        a,
+        b,
+    })
+}
+
+/// The tail of a mode's summary line: the error count and the first error, when any.
+fn errors_note(shared: &Shared) -> String {
+    let errors = shared.errors.get();
+    if errors > 0 {
+        format!(
+            " ERRORS {errors}: {}",
+            shared.first_error.borrow().clone().unwrap_or_default()
+        )
+    } else {
+        String::new()
+    }
+}
+
+async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
+    let Ok(w) = measure_window(args, shared).await else {
+        return 1;
+    };
+    let cpu = w.su + w.ss;
     let hist = shared.hist.borrow();
     let p50 = hist.quantile(0.50) as f64 / 1000.0;
     let p99 = hist.quantile(0.99) as f64 / 1000.0;
-    let per_cpu = if cpu > 0.0 { msgs as f64 / cpu } else { 0.0 };
-    let wire = if msgs > 0 {
-        (b.wire - a.wire) as f64 / msgs as f64
+    let per_cpu = if cpu > 0.0 { w.msgs as f64 / cpu } else { 0.0 };
+    let wire = if w.msgs > 0 {
+        (w.b.wire - w.a.wire) as f64 / w.msgs as f64
     } else {
         0.0
     };
@@ -1239,19 +1273,19 @@ async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
         args.conns,
         args.inflight,
         args.deflate as u8,
-        secs,
-        msgs,
-        msgs as f64 / secs,
-        (b.payload - a.payload) as f64 / secs / 1e6,
+        w.secs,
+        w.msgs,
+        w.msgs as f64 / w.secs,
+        (w.b.payload - w.a.payload) as f64 / w.secs / 1e6,
         p50,
         p99,
-        su,
-        ss,
+        w.su,
+        w.ss,
         per_cpu,
-        client,
+        w.client,
         wire,
         errors,
-        peak_rss
+        w.peak_rss
     );
     eprintln!(
         "{:<22} {:>6} {:>7}B c={:<5} n={:<3} z={} {:>9.0} msg/s {:>8.1} MB/s p50 {:>8.1}us p99 {:>8.1}us srv {:.2}u+{:.2}s cli {:.2}s {:>9.0}/cpu-s rss {:.0} MiB{}",
@@ -1261,65 +1295,37 @@ async fn measure(args: &Args, shared: &Rc<Shared>) -> i32 {
         args.conns,
         args.inflight,
         args.deflate as u8,
-        msgs as f64 / secs,
-        (b.payload - a.payload) as f64 / secs / 1e6,
+        w.msgs as f64 / w.secs,
+        (w.b.payload - w.a.payload) as f64 / w.secs / 1e6,
         p50,
         p99,
-        su,
-        ss,
-        client,
+        w.su,
+        w.ss,
+        w.client,
         per_cpu,
-        peak_rss as f64 / 1048576.0,
-        if errors > 0 {
-            format!(
-                " ERRORS {errors}: {}",
-                shared.first_error.borrow().clone().unwrap_or_default()
-            )
-        } else {
-            String::new()
-        }
+        w.peak_rss as f64 / 1048576.0,
+        errors_note(shared)
     );
-    if errors > 0 || msgs == 0 { 1 } else { 0 }
+    if errors > 0 || w.msgs == 0 { 1 } else { 0 }
 }
 
 /// Rate mode's measurement: one CSV row (see the top of this file).
 async fn measure_rate(args: &Args, shared: &Rc<Shared>) -> i32 {
-    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
-    let a = match snapshot(shared) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
-    };
-    shared.measuring.set(true);
-    let peak_rss = sample_rss(args.server_pid, args.measure).await;
-    shared.measuring.set(false);
-    let b = match snapshot(shared) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+    let Ok(w) = measure_window(args, shared).await else {
+        return 1;
     };
     let rate = args.rate.unwrap_or(0.0);
-    let tck = clock_ticks_per_second() as f64;
-    let secs = (b.at - a.at).as_secs_f64();
     let offered = rate * args.conns as f64;
-    let sent = (b.sent - a.sent) as f64 / secs;
-    let msgs = b.msgs - a.msgs;
-    let answered = msgs as f64 / secs;
-    let su = (b.server.0 - a.server.0) as f64 / tck;
-    let ss = (b.server.1 - a.server.1) as f64 / tck;
-    let cpu_pct = 100.0 * (su + ss) / secs;
+    let sent = (w.b.sent - w.a.sent) as f64 / w.secs;
+    let answered = w.msgs as f64 / w.secs;
+    let cpu_pct = 100.0 * (w.su + w.ss) / w.secs;
     let eer = if cpu_pct > 0.0 {
         answered / cpu_pct
     } else {
         0.0
     };
-    let client = ((b.client.0 + b.client.1) - (a.client.0 + a.client.1)) as f64 / tck;
-    let client_pct = 100.0 * client / secs;
-    let pending = b.sent.saturating_sub(b.msgs);
+    let client_pct = 100.0 * w.client / w.secs;
+    let pending = w.b.sent.saturating_sub(w.b.msgs);
     let hist = shared.hist.borrow();
     let us = |q: f64| hist.quantile(q) as f64 / 1000.0;
     let (p50, p99, p999, max) = (us(0.50), us(0.99), us(0.999), us(1.0));
@@ -1342,7 +1348,7 @@ async fn measure_rate(args: &Args, shared: &Rc<Shared>) -> i32 {
         args.conns,
         rate,
         args.deflate as u8,
-        secs,
+        w.secs,
         offered,
         sent,
         answered,
@@ -1352,12 +1358,12 @@ async fn measure_rate(args: &Args, shared: &Rc<Shared>) -> i32 {
         max,
         lag50,
         lag99,
-        su,
-        ss,
+        w.su,
+        w.ss,
         cpu_pct,
         eer,
-        peak_rss,
-        client,
+        w.peak_rss,
+        w.client,
         client_pct,
         pending,
         errors
@@ -1375,22 +1381,15 @@ async fn measure_rate(args: &Args, shared: &Rc<Shared>) -> i32 {
         p99,
         p999,
         lag99,
-        su,
-        ss,
+        w.su,
+        w.ss,
         cpu_pct,
         eer,
-        peak_rss as f64 / 1048576.0,
+        w.peak_rss as f64 / 1048576.0,
         client_pct,
-        if errors > 0 {
-            format!(
-                " ERRORS {errors}: {}",
-                shared.first_error.borrow().clone().unwrap_or_default()
-            )
-        } else {
-            String::new()
-        }
+        errors_note(shared)
     );
-    if errors > 0 || msgs == 0 { 1 } else { 0 }
+    if errors > 0 || w.msgs == 0 { 1 } else { 0 }
 }
 
 #[cfg(test)]
