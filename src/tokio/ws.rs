@@ -212,6 +212,7 @@ macro_rules! send_methods {
 }
 
 mod batch;
+#[macro_use]
 mod fragments;
 mod link;
 mod recv;
@@ -221,7 +222,7 @@ mod split;
 mod tests;
 mod wakers;
 
-use fragments::copy_fragments;
+use fragments::{FragmentWriter, copy_fragments};
 pub use fragments::{IncomingMessage, MessageChunk, MessageWriter};
 use link::{Link, taken};
 use sink::prepared_as_message;

@@ -4,6 +4,40 @@
 
 use super::*;
 
+use crate::connection::SendError;
+
+/// The fragment methods of [`MessageWriter`] and [`HalfMessageWriter`], written once over
+/// [`FragmentWriter`]. `$recv` names the type whose `recv_chunk` the docs link to.
+macro_rules! fragment_methods {
+    ($recv:literal) => {
+        /// Sends one fragment, waiting for room in the send queue first (no flush).
+        pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
+            self.fragment(data.len(), |c| c.send_chunk(data)).await
+        }
+
+        /// [`send_chunk`](Self::send_chunk) with a payload given away: a server queues a
+        /// large one as it is, never copied, so a chunk passed on from
+        #[doc = concat!("[`", $recv, "::recv_chunk`] shares its receive buffer until it is written (see")]
+        /// [`Connection::send_chunk_bytes`]).
+        pub async fn send_chunk_bytes(&mut self, data: Bytes) -> Result<(), Error> {
+            let len = data.len();
+            self.fragment(len, |c| c.send_chunk_bytes(data)).await
+        }
+
+        /// Sends the final fragment (possibly empty) and flushes.
+        pub async fn finish(self, data: &[u8]) -> Result<(), Error> {
+            self.end_with(data.len(), |c| c.end_message(data)).await
+        }
+
+        /// [`finish`](Self::finish) with a payload given away (see
+        /// [`send_chunk_bytes`](Self::send_chunk_bytes)).
+        pub async fn finish_bytes(self, data: Bytes) -> Result<(), Error> {
+            let len = data.len();
+            self.end_with(len, |c| c.end_message_bytes(data)).await
+        }
+    };
+}
+
 /// A piece of a data message, owned, as [`WebSocket::recv_chunk`] and
 /// [`ReadHalf::recv_chunk`] hand it over: what one read brought of the message (the
 /// payload of one frame, or of the part of it that has arrived), cut from the receive
@@ -134,41 +168,28 @@ impl<S> Drop for MessageWriter<'_, S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<'_, S> {
-    /// Sends one fragment, waiting for room in the send queue first (no flush).
-    pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
-        poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
-        self.ws.engine_mut().send_with(|c| c.send_chunk(data))
+    fragment_methods!("WebSocket");
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for MessageWriter<'_, S> {
+    #[inline]
+    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<Result<(), Error>> {
+        self.ws.with_room(cx, len)
     }
 
-    /// [`send_chunk`](Self::send_chunk) with a payload given away: a server queues a
-    /// large one as it is, never copied, so a chunk passed on from
-    /// [`WebSocket::recv_chunk`] shares its receive buffer until it is written (see
-    /// [`Connection::send_chunk_bytes`]).
-    pub async fn send_chunk_bytes(&mut self, data: Bytes) -> Result<(), Error> {
-        poll_fn(|cx| self.ws.with_room(cx, data.len())).await?;
-        self.ws.engine_mut().send_with(|c| c.send_chunk_bytes(data))
-    }
-
-    /// Sends the final fragment (possibly empty) and flushes.
-    pub async fn finish(self, data: &[u8]) -> Result<(), Error> {
-        self.end(|c| c.end_message(data), data.len()).await
-    }
-
-    /// [`finish`](Self::finish) with a payload given away (see
-    /// [`send_chunk_bytes`](Self::send_chunk_bytes)).
-    pub async fn finish_bytes(self, data: Bytes) -> Result<(), Error> {
-        let len = data.len();
-        self.end(|c| c.end_message_bytes(data), len).await
-    }
-
-    async fn end(
-        mut self,
-        end: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
-        len: usize,
+    #[inline]
+    fn send_op(
+        &mut self,
+        f: impl FnOnce(&mut Connection) -> Result<(), SendError>,
     ) -> Result<(), Error> {
-        poll_fn(|cx| self.ws.with_room(cx, len)).await?;
+        self.ws.engine_mut().send_with(f)
+    }
+
+    fn set_finished(&mut self) {
         self.finished = true;
-        self.ws.engine_mut().send_with(end)?;
+    }
+
+    async fn flush_queue(&mut self) -> Result<(), Error> {
         self.ws.flush().await
     }
 }
@@ -203,28 +224,46 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
     }
 }
 
-/// The two fragmented-message writers ([`MessageWriter`], [`HalfMessageWriter`]), so that
-/// `send_from` has one body.
-pub(super) trait FragmentWriter {
-    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error>;
-    async fn end(self, data: &[u8]) -> Result<(), Error>;
-}
+/// The two fragmented-message writers ([`MessageWriter`], [`HalfMessageWriter`]): what
+/// each does on its own connection (wait for room, queue, flush), so that their fragment
+/// methods (`fragment_methods!`) and `send_from` ([`copy_fragments`]) have one body.
+pub(super) trait FragmentWriter: Sized {
+    /// Waits until the send queue has room for `len` more bytes, writing it out meanwhile.
+    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<Result<(), Error>>;
 
-impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for MessageWriter<'_, S> {
-    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
-        self.send_chunk(data).await
-    }
-    async fn end(self, data: &[u8]) -> Result<(), Error> {
-        self.finish(data).await
-    }
-}
+    /// Runs a send operation on the connection (its frames join the send queue).
+    fn send_op(
+        &mut self,
+        f: impl FnOnce(&mut Connection) -> Result<(), SendError>,
+    ) -> Result<(), Error>;
 
-impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for HalfMessageWriter<'_, S> {
-    async fn chunk(&mut self, data: &[u8]) -> Result<(), Error> {
-        self.send_chunk(data).await
+    /// The message is ended: dropping the writer no longer abandons it.
+    fn set_finished(&mut self);
+
+    /// Writes everything queued and flushes the stream.
+    async fn flush_queue(&mut self) -> Result<(), Error>;
+
+    /// A fragment of `len` bytes, queued by `send` once the queue has room (no flush).
+    async fn fragment(
+        &mut self,
+        len: usize,
+        send: impl FnOnce(&mut Connection) -> Result<(), SendError>,
+    ) -> Result<(), Error> {
+        poll_fn(|cx| self.poll_room(cx, len)).await?;
+        self.send_op(send)
     }
-    async fn end(self, data: &[u8]) -> Result<(), Error> {
-        self.finish(data).await
+
+    /// The final fragment, of `len` bytes, queued by `end` once the queue has room; then
+    /// the flush.
+    async fn end_with(
+        mut self,
+        len: usize,
+        end: impl FnOnce(&mut Connection) -> Result<(), SendError>,
+    ) -> Result<(), Error> {
+        poll_fn(|cx| self.poll_room(cx, len)).await?;
+        self.set_finished();
+        self.send_op(end)?;
+        self.flush_queue().await
     }
 }
 
@@ -240,10 +279,10 @@ pub(super) async fn copy_fragments<W: FragmentWriter, R: AsyncRead + Unpin>(
     loop {
         let n = reader.read(&mut buf).await?;
         if n == 0 {
-            w.end(&[]).await?;
+            w.end_with(0, |c| c.end_message(&[])).await?;
             return Ok(total);
         }
         total += n as u64;
-        w.chunk(&buf[..n]).await?;
+        w.fragment(n, |c| c.send_chunk(&buf[..n])).await?;
     }
 }

@@ -511,25 +511,7 @@ impl<S> Drop for HalfMessageWriter<'_, S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> HalfMessageWriter<'_, S> {
-    /// Sends one fragment, waiting for room in the send queue first (no flush).
-    pub async fn send_chunk(&mut self, data: &[u8]) -> Result<(), Error> {
-        let half = &*self.half;
-        poll_fn(|cx| half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))).await?;
-        half.shared.lock().engine.send_with(|c| c.send_chunk(data))
-    }
-
-    /// [`send_chunk`](Self::send_chunk) with a payload given away: a server queues a
-    /// large one as it is, never copied, so a chunk passed on from
-    /// [`ReadHalf::recv_chunk`] shares its receive buffer until it is written (see
-    /// [`Connection::send_chunk_bytes`]).
-    pub async fn send_chunk_bytes(&mut self, data: Bytes) -> Result<(), Error> {
-        let half = &*self.half;
-        poll_fn(|cx| half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, data.len()))).await?;
-        half.shared
-            .lock()
-            .engine
-            .send_with(|c| c.send_chunk_bytes(data))
-    }
+    fragment_methods!("ReadHalf");
 
     /// Writes out what is queued and flushes, as [`WriteHalf::flush`] does: between
     /// chunks, so that the next is not read while this one waits for the peer (a
@@ -537,27 +519,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HalfMessageWriter<'_, S> {
     pub async fn flush(&mut self) -> Result<(), Error> {
         self.half.flush().await
     }
+}
 
-    /// Sends the final fragment (possibly empty) and flushes.
-    pub async fn finish(self, data: &[u8]) -> Result<(), Error> {
-        self.end(|c| c.end_message(data), data.len()).await
+impl<S: AsyncRead + AsyncWrite + Unpin> FragmentWriter for HalfMessageWriter<'_, S> {
+    #[inline]
+    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<Result<(), Error>> {
+        self.half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))
     }
 
-    /// [`finish`](Self::finish) with a payload given away (see
-    /// [`send_chunk_bytes`](Self::send_chunk_bytes)).
-    pub async fn finish_bytes(self, data: Bytes) -> Result<(), Error> {
-        let len = data.len();
-        self.end(|c| c.end_message_bytes(data), len).await
-    }
-
-    async fn end(
-        mut self,
-        end: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
-        len: usize,
+    #[inline]
+    fn send_op(
+        &mut self,
+        f: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
     ) -> Result<(), Error> {
-        poll_fn(|cx| self.half.with(cx, |e, wr, wcx| e.poll_room(wcx, wr, len))).await?;
+        self.half.shared.lock().engine.send_with(f)
+    }
+
+    fn set_finished(&mut self) {
         self.finished = true;
-        self.half.shared.lock().engine.send_with(end)?;
+    }
+
+    async fn flush_queue(&mut self) -> Result<(), Error> {
         self.half.flush().await
     }
 }
