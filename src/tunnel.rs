@@ -51,10 +51,10 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::tokio::{Error, Message, WebSocket};
+use crate::tokio::{Error, Message, WebSocket, read_chunk};
 
 /// A WebSocket connection read and written as a byte stream.
 #[derive(Debug)]
@@ -112,9 +112,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Tunnel<S> {
                 Some(Message::Close(_)) | None => this.read_eof = true,
             }
         }
-        let n = this.chunk.len().min(buf.remaining());
-        buf.put_slice(&this.chunk[..n]);
-        this.chunk.advance(n);
+        read_chunk(&mut this.chunk, buf);
         Poll::Ready(Ok(()))
     }
 }
@@ -126,15 +124,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tunnel<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.write_eof {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
-        if buf.is_empty() {
+        let n = buf.len().min(Self::MAX_WRITE);
+        if n == 0 && !this.write_eof {
+            // Nothing to send: an empty message would end the stream.
             return Poll::Ready(Ok(0));
         }
-        let n = buf.len().min(Self::MAX_WRITE);
-        ready!(this.ws.poll_send_io(cx, n, |c| c.send_binary(&buf[..n])))?;
-        Poll::Ready(Ok(n))
+        this.ws
+            .poll_write_io(cx, this.write_eof, n, |c| c.send_binary(&buf[..n]))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -143,11 +139,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tunnel<S> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.write_eof {
-            // End of stream in this direction: an empty binary message.
-            ready!(this.ws.poll_send_io(cx, 0, |c| c.send_binary(&[])))?;
-            this.write_eof = true;
-        }
-        this.ws.poll_flush_io(cx)
+        // End of stream in this direction: an empty binary message.
+        this.ws.poll_shutdown_io(cx, &mut this.write_eof, |ws, cx| {
+            ws.poll_send_io(cx, 0, |c| c.send_binary(&[]))
+        })
     }
 }

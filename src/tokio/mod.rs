@@ -89,6 +89,7 @@ pub use server::{accept_tls, accept_tls_with};
 pub use stream::MaybeTlsStream;
 #[cfg(feature = "tokio-rustls")]
 pub use tls::{ServerTlsStream, TlsAcceptor, TlsStream};
+pub(crate) use ws::read_chunk;
 pub use ws::{
     HalfMessageWriter, IncomingMessage, MessageChunk, MessageWriter, ReadHalf, ReuniteError,
     WebSocket, WriteHalf,

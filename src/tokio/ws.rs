@@ -220,6 +220,7 @@ mod sink;
 mod split;
 #[cfg(test)]
 mod tests;
+mod view;
 mod wakers;
 
 use fragments::{FragmentWriter, copy_fragments};
@@ -228,6 +229,7 @@ use link::{Link, taken};
 use sink::prepared_as_message;
 pub use split::{HalfMessageWriter, ReadHalf, ReuniteError, WriteHalf};
 use split::{Inner, Lent, Shared};
+pub(crate) use view::read_chunk;
 use wakers::{ReadWaker, ReadsWaking, Task, WakerPair};
 
 /// A WebSocket connection over `S`, after the opening handshake, in either role.
@@ -442,25 +444,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     ) -> Poll<Result<(), Error>> {
         let (engine, io) = self.parts();
         engine.poll_message(cx, io, msg, Compression::Auto, Put::Feed)
-    }
-
-    /// [`poll_flush_queue`](Self::poll_flush_queue) for the `AsyncWrite` views of a
-    /// connection ([`MessageWriter`], the tunnel): the error as an `io::Error`.
-    pub(crate) fn poll_flush_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_flush_queue(cx).map_err(io::Error::from)
-    }
-
-    /// For the same `AsyncWrite` views: waits until the send queue has room for `len`
-    /// more bytes (writing it out meanwhile), then queues what `send` sends, straight
-    /// from the caller's buffer; the error as an `io::Error`.
-    pub(crate) fn poll_send_io(
-        &mut self,
-        cx: &mut Context<'_>,
-        len: usize,
-        send: impl FnOnce(&mut Connection) -> Result<(), crate::connection::SendError>,
-    ) -> Poll<io::Result<()>> {
-        ready!(self.with_room(cx, len)).map_err(io::Error::from)?;
-        Poll::Ready(self.engine_mut().send_with(send).map_err(io::Error::from))
     }
 
     send_methods!("WebSocket", MessageWriter, try_send(&mut));

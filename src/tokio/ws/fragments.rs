@@ -115,8 +115,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for IncomingMessage<'_, S> {
         let this = self.get_mut();
         loop {
             if !this.chunk.is_empty() {
-                let n = this.chunk.len().min(buf.remaining());
-                buf.put_slice(&this.chunk.split_to(n));
+                read_chunk(&mut this.chunk, buf);
                 return Poll::Ready(Ok(()));
             }
             if this.fin {
@@ -202,11 +201,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.finished {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
-        ready!(this.ws.poll_send_io(cx, buf.len(), |c| c.send_chunk(buf)))?;
-        Poll::Ready(Ok(buf.len()))
+        this.ws
+            .poll_write_io(cx, this.finished, buf.len(), |c| c.send_chunk(buf))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -216,11 +212,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MessageWriter<'_, S> {
     /// Ends the message with an empty final fragment, then flushes.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.finished {
-            this.ws.engine_mut().send_with(|c| c.end_message(&[]))?;
-            this.finished = true;
-        }
-        this.ws.poll_flush_io(cx)
+        this.ws.poll_shutdown_io(cx, &mut this.finished, |ws, _| {
+            // Queued at once, without waiting for room: the flush writes it out.
+            let r = ws.engine_mut().send_with(|c| c.end_message(&[]));
+            Poll::Ready(r.map_err(io::Error::from))
+        })
     }
 }
 
