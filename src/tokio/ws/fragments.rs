@@ -63,9 +63,28 @@ pub struct MessageChunk {
 }
 
 impl MessageChunk {
+    /// The next data chunk `engine` receives, the control events between them (handled
+    /// already: pings answered, the close echoed) passed over: `recv_chunk` of
+    /// [`WebSocket`] and of [`ReadHalf`].
+    pub(super) fn poll_next(
+        engine: &mut Engine,
+        cx: &mut Context<'_>,
+        io: &mut dyn Io,
+    ) -> Poll<Result<Option<MessageChunk>, Error>> {
+        loop {
+            let Some(ev) = ready!(engine.poll_recv_as(cx, io, false, Connection::raw_owned))?
+            else {
+                return Poll::Ready(Ok(None));
+            };
+            if let Some(chunk) = MessageChunk::of(ev) {
+                return Poll::Ready(Ok(Some(chunk)));
+            }
+        }
+    }
+
     /// The data chunk `ev` carries (a whole message is one chunk); `None` for the
     /// control events, which the receive has handled already.
-    pub(super) fn of(ev: OwnedEvent) -> Option<MessageChunk> {
+    fn of(ev: OwnedEvent) -> Option<MessageChunk> {
         match ev {
             OwnedEvent::Message { kind, data } => Some(MessageChunk {
                 kind,

@@ -323,13 +323,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageChunk>, Error>> {
-        loop {
-            let Some(ev) = ready!(self.poll_event(cx))? else {
-                return Poll::Ready(Ok(None));
-            };
-            if let Some(chunk) = MessageChunk::of(ev) {
-                return Poll::Ready(Ok(Some(chunk)));
-            }
-        }
+        let (engine, io) = self.parts();
+        MessageChunk::poll_next(engine, cx, io)
     }
 }

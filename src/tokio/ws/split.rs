@@ -236,17 +236,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageChunk>, Error>> {
         self.give_back();
-        Self::locked(&self.shared, cx, |engine, cx, io| {
-            loop {
-                let Some(ev) = ready!(engine.poll_recv_as(cx, io, false, Connection::raw_owned))?
-                else {
-                    return Poll::Ready(Ok(None));
-                };
-                if let Some(chunk) = MessageChunk::of(ev) {
-                    return Poll::Ready(Ok(Some(chunk)));
-                }
-            }
-        })
+        Self::locked(&self.shared, cx, MessageChunk::poll_next)
     }
 
     /// The peer's close frame, once received.
