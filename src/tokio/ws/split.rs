@@ -21,6 +21,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Inner<S> {
     pub(super) fn write_on_drop(&mut self) {
         self.engine.write_on_drop(Pin::new(&mut self.wr));
     }
+
+    /// Runs `f` with the engine and the whole socket, its reads registering `read_waker`
+    /// (the half that reads: the [`ReadHalf`], or the [`WriteHalf`] once it is gone).
+    #[inline]
+    fn with_reads<T>(
+        &mut self,
+        read_waker: &Waker,
+        f: impl FnOnce(&mut Engine, &mut dyn Io) -> T,
+    ) -> T {
+        let mut io = PairIo {
+            rd: &mut self.rd,
+            wr: &mut self.wr,
+        };
+        let mut io = ReadsWaking {
+            io: &mut io,
+            waker: read_waker,
+        };
+        f(&mut self.engine, &mut io)
+    }
 }
 
 pub(super) struct Shared<S> {
@@ -139,20 +158,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         f: impl FnOnce(&mut Engine, &mut Context<'_>, &mut dyn Io) -> Poll<T>,
     ) -> Poll<T> {
         let mut inner = shared.lock();
-        let inner = &mut *inner;
-        let mut io = PairIo {
-            rd: &mut inner.rd,
-            wr: &mut inner.wr,
-        };
-        let mut io = ReadsWaking {
-            io: &mut io,
-            waker: &shared.read_waker,
-        };
-        let engine = &mut inner.engine;
         shared
             .wakers
             .poll(Task::Receiving, cx, &shared.combined, |cx| {
-                f(engine, cx, &mut io)
+                inner.with_reads(&shared.read_waker, |engine, io| f(engine, cx, io))
             })
     }
 
@@ -359,16 +368,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WriteHalf<S> {
                 if inner.reader {
                     return f(&mut inner.engine, &mut WriteOnly(&mut inner.wr), wcx);
                 }
-                let mut io = PairIo {
-                    rd: &mut inner.rd,
-                    wr: &mut inner.wr,
-                };
-                let mut io = ReadsWaking {
-                    io: &mut io,
-                    waker: &shared.read_waker,
-                };
-                discard_received(&mut inner.engine, wcx, &mut io);
-                f(&mut inner.engine, &mut io, wcx)
+                inner.with_reads(&shared.read_waker, |engine, io| {
+                    discard_received(engine, wcx, io);
+                    f(engine, io, wcx)
+                })
             })
     }
 
