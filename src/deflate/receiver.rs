@@ -56,26 +56,11 @@ impl Receiver {
         max_len: usize,
         stop: usize,
     ) -> Result<Inflated, DeflateError> {
-        let result = self.decompress_inner(input, fin, out, max_len, stop);
-        if result.is_err() {
-            // The stream is mid-message or broken; start afresh should the caller go on.
-            self.restart();
-            self.trailer = 0;
-        }
-        result
-    }
-
-    fn decompress_inner(
-        &mut self,
-        input: &[u8],
-        fin: bool,
-        out: &mut Vec<u8>,
-        max_len: usize,
-        stop: usize,
-    ) -> Result<Inflated, DeflateError> {
         // Paused in the trailer: the input was all taken before it.
         if self.trailer == 0
-            && let Some(took) = self.inflate_all(input, out, max_len, stop)?
+            && let Some(took) = self
+                .inflate_all(input, out, max_len, stop)
+                .map_err(|e| self.failed(e))?
         {
             return Ok(Inflated::Paused(took));
         }
@@ -84,7 +69,10 @@ impl Receiver {
         }
         // RFC 7692 7.2.2: append 00 00 ff ff to the message's payload, then inflate.
         let fed = usize::from(self.trailer).min(TRAILER.len());
-        match self.inflate_all(&TRAILER[fed..], out, max_len, stop)? {
+        match self
+            .inflate_all(&TRAILER[fed..], out, max_len, stop)
+            .map_err(|e| self.failed(e))?
+        {
             Some(took) => {
                 self.trailer = (fed + took) as u8;
                 Ok(Inflated::Paused(input.len()))
@@ -94,6 +82,15 @@ impl Receiver {
                 Ok(Inflated::Done)
             }
         }
+    }
+
+    /// An inflate failed: the stream is mid-message or broken; start afresh should the
+    /// caller go on.
+    #[cold]
+    fn failed(&mut self, e: DeflateError) -> DeflateError {
+        self.restart();
+        self.trailer = 0;
+        e
     }
 
     fn restart(&mut self) {
