@@ -3,10 +3,13 @@
 //! `recv` on a silent peer, leaves at once: queueing wakes the task that owns the socket.
 mod tokio_support;
 
+use std::future::Future;
 use std::time::Duration;
 
+use futures_core::Stream;
 use rapidws::PreparedMessage;
-use rapidws::tokio::{ClientConfig, Message, ServerConfig, accept, connect};
+use rapidws::tokio::{ClientConfig, Error, Message, ServerConfig, WebSocket, accept, connect};
+use tokio::net::TcpStream;
 use tokio_support::*;
 
 /// Half the keepalive (30 s), the only other thing that would wake a silent reader: a
@@ -196,10 +199,19 @@ where
 }
 
 /// How often a send waiting for room in a full queue (the peer never reads) was polled
-/// while the receiving task got 500 messages, on `into_split` halves or, with
-/// `futures_split`, on `futures`' `StreamExt::split` halves.
-async fn polls_of_a_waiting_send(futures_split: bool) -> usize {
-    use futures_util::{SinkExt, StreamExt};
+/// while the receiving task got 500 messages, on the halves `split` makes of the server's
+/// socket: the sending one, whose `send` (a future that gives it back) waits, and the
+/// receiving one, as a stream.
+async fn polls_of_a_waiting_send<W, R, F>(
+    split: impl FnOnce(WebSocket<TcpStream>) -> (W, R) + Send + 'static,
+    send: impl FnOnce(W, Message) -> F + Send + 'static,
+) -> usize
+where
+    W: Send + 'static,
+    R: Stream<Item = Result<Message, Error>> + Send,
+    F: Future<Output = W> + Send + 'static,
+{
+    use futures_util::StreamExt;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -220,63 +232,29 @@ async fn polls_of_a_waiting_send(futures_split: bool) -> usize {
         let (first, first_rx) = tokio::sync::oneshot::channel();
         let counted = polls.clone();
         let msg = Message::Binary(chunk);
-        let received = if futures_split {
-            let (mut sink, mut stream) = ws.split();
-            let sender = tokio::spawn(async move {
-                let fut = Box::pin(async move {
-                    let _ = sink.send(msg).await;
-                    sink
-                });
-                Counted {
-                    fut,
-                    polls: counted,
-                    first: Some(first),
-                }
-                .await
-            });
-            first_rx.await.unwrap();
-            waiting.send(()).unwrap();
-            let mut received = 0;
-            while received < MESSAGES {
-                match stream.next().await {
-                    Some(Ok(Message::Text(_))) => {
-                        received += 1;
-                        let _ = got.send(());
-                    }
-                    other => panic!("{other:?}"),
-                }
+        let (tx, stream) = split(ws);
+        let mut stream = std::pin::pin!(stream);
+        let sender = tokio::spawn(async move {
+            Counted {
+                fut: Box::pin(send(tx, msg)),
+                polls: counted,
+                first: Some(first),
             }
-            sender.abort();
-            received
-        } else {
-            let (mut rd, mut wr) = ws.into_split();
-            let sender = tokio::spawn(async move {
-                let fut = Box::pin(async move {
-                    let _ = wr.send(msg).await;
-                    wr
-                });
-                Counted {
-                    fut,
-                    polls: counted,
-                    first: Some(first),
+            .await
+        });
+        first_rx.await.unwrap();
+        waiting.send(()).unwrap();
+        let mut received = 0;
+        while received < MESSAGES {
+            match stream.next().await {
+                Some(Ok(Message::Text(_))) => {
+                    received += 1;
+                    let _ = got.send(());
                 }
-                .await
-            });
-            first_rx.await.unwrap();
-            waiting.send(()).unwrap();
-            let mut received = 0;
-            while received < MESSAGES {
-                match rd.recv().await {
-                    Ok(Some(Message::Text(_))) => {
-                        received += 1;
-                        let _ = got.send(());
-                    }
-                    other => panic!("{other:?}"),
-                }
+                other => panic!("{other:?}"),
             }
-            sender.abort();
-            received
-        };
+        }
+        sender.abort();
         assert_eq!(received, MESSAGES);
         polls.load(Ordering::Relaxed)
     });
@@ -299,12 +277,32 @@ async fn polls_of_a_waiting_send(futures_split: bool) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_waiting_for_room_on_split_halves_is_not_woken_by_every_read() {
-    let polls = polls_of_a_waiting_send(false).await;
+    // `into_split` halves: the `WriteHalf`'s own `send`, the `ReadHalf`'s `recv`.
+    let polls = polls_of_a_waiting_send(
+        |ws| {
+            let (rd, wr) = ws.into_split();
+            let recv = futures_util::stream::unfold(rd, |mut rd| async move {
+                rd.recv().await.transpose().map(|m| (m, rd))
+            });
+            (wr, recv)
+        },
+        |mut wr, msg| async move {
+            let _ = wr.send(msg).await;
+            wr
+        },
+    )
+    .await;
     assert!(polls < 20, "the waiting send was polled {polls} times");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_waiting_for_room_on_futures_split_halves_is_not_woken_by_every_read() {
-    let polls = polls_of_a_waiting_send(true).await;
+    use futures_util::{SinkExt, StreamExt};
+    // `futures`' `StreamExt::split` halves of the socket: the `Sink`'s `send`, the `Stream`.
+    let polls = polls_of_a_waiting_send(StreamExt::split, |mut sink, msg| async move {
+        let _ = sink.send(msg).await;
+        sink
+    })
+    .await;
     assert!(polls < 20, "the waiting send was polled {polls} times");
 }
