@@ -13,9 +13,13 @@
 //!   fragments is answered and the chunks around it delivered, and the message deadline
 //!   ends a message that never finishes (1008).
 //! - Under the default whole delivery each message comes as one chunk.
+//!
+//! The tests against a raw peer run twice: receiving on a `WebSocket` (`websocket::`) and
+//! on a `ReadHalf` (`read_half::`).
 mod alloc_count;
 mod bounded_support;
 
+use std::future::Future;
 use std::time::Duration;
 
 use bounded_support::{FrameReader, client_handshake, connect, frame, listener, read_close};
@@ -162,38 +166,88 @@ fn a_streamed_echo_never_holds_the_message() {
     );
 }
 
-/// A server under `config` on a free port, its connection's chunks and end sent back; and
-/// a raw client connected to it, past the handshake (with what came after the response).
-async fn raw_pair(
+/// What receives the chunks in the tests against a raw peer: a [`WebSocket`], or the
+/// [`ReadHalf`] of one (its [`WriteHalf`] kept alive beside it). Each of those tests runs
+/// once for each (see [`on_both!`]).
+trait Chunks: Send + Sized + 'static {
+    /// For the assertions' messages.
+    const NAME: &str;
+    fn of(ws: WebSocket<TcpStream>) -> Self;
+    fn next(&mut self) -> impl Future<Output = Result<Option<MessageChunk>, Error>> + Send;
+}
+
+impl Chunks for WebSocket<TcpStream> {
+    const NAME: &str = "WebSocket";
+    fn of(ws: WebSocket<TcpStream>) -> Self {
+        ws
+    }
+    fn next(&mut self) -> impl Future<Output = Result<Option<MessageChunk>, Error>> + Send {
+        self.recv_chunk()
+    }
+}
+
+impl Chunks for (ReadHalf<TcpStream>, WriteHalf<TcpStream>) {
+    const NAME: &str = "ReadHalf";
+    fn of(ws: WebSocket<TcpStream>) -> Self {
+        ws.into_split()
+    }
+    fn next(&mut self) -> impl Future<Output = Result<Option<MessageChunk>, Error>> + Send {
+        self.0.recv_chunk()
+    }
+}
+
+/// Each test body, generic over its [`Chunks`], run as a test on a `WebSocket` (in `mod
+/// websocket`) and on a `ReadHalf` (in `mod read_half`).
+macro_rules! on_both {
+    ($($test:ident),* $(,)?) => {
+        mod websocket {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test::<rapidws::tokio::WebSocket<tokio::net::TcpStream>>().await;
+                }
+            )*
+        }
+        mod read_half {
+            use rapidws::tokio::{ReadHalf, WriteHalf};
+            use tokio::net::TcpStream;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test::<(ReadHalf<TcpStream>, WriteHalf<TcpStream>)>().await;
+                }
+            )*
+        }
+    };
+}
+
+on_both!(
+    the_size_limit_counts_every_chunk_of_a_message,
+    text_is_checked_across_chunks,
+    a_ping_between_chunks_is_answered,
+    a_message_that_never_ends_meets_the_deadline,
+    whole_delivery_hands_each_message_over_as_one_chunk,
+);
+
+/// What the server of [`raw_pair`] got: its chunks, and how its receive ended.
+type Got = (Vec<MessageChunk>, Result<(), Error>);
+
+/// A server under `config` on a free port, receiving with an `R` until the end, its chunks
+/// and end sent back; and a raw client connected to it, past the handshake (with what
+/// came after the response).
+async fn raw_pair<R: Chunks>(
     config: ServerConfig,
-    split: bool,
-) -> (
-    TcpStream,
-    Vec<u8>,
-    tokio::task::JoinHandle<(Vec<MessageChunk>, Result<(), Error>)>,
-) {
+) -> (TcpStream, Vec<u8>, tokio::task::JoinHandle<Got>) {
     let (l, addr) = listener().await;
     let server = tokio::spawn(async move {
         let (s, _) = l.accept().await.unwrap();
-        let ws: WebSocket<TcpStream> = accept(s, &config).await.unwrap();
+        let mut rx = R::of(accept(s, &config).await.unwrap());
         let mut got = Vec::new();
-        let end = if split {
-            let (mut rd, _wr) = ws.into_split();
-            loop {
-                match tokio::time::timeout(STEP, rd.recv_chunk()).await.unwrap() {
-                    Ok(Some(c)) => got.push(c),
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                }
-            }
-        } else {
-            let mut ws = ws;
-            loop {
-                match tokio::time::timeout(STEP, ws.recv_chunk()).await.unwrap() {
-                    Ok(Some(c)) => got.push(c),
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                }
+        let end = loop {
+            match tokio::time::timeout(STEP, rx.next()).await.unwrap() {
+                Ok(Some(c)) => got.push(c),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
             }
         };
         (got, end)
@@ -201,6 +255,24 @@ async fn raw_pair(
     let mut s = connect(addr).await;
     let rest = client_handshake(&mut s, false).await;
     (s, rest, server)
+}
+
+/// Reads our close from `s` and checks its code, then what the server got.
+async fn closed_with<R: Chunks>(
+    s: &mut TcpStream,
+    server: tokio::task::JoinHandle<Got>,
+    code: u16,
+) -> Got {
+    let got = read_close(s, &[], STEP).await;
+    assert_eq!(got, Some(code), "{}", R::NAME);
+    server.await.unwrap()
+}
+
+/// Where the first message of `got` ends.
+fn first_message_end(got: &[MessageChunk]) -> usize {
+    got.iter()
+        .position(|c| c.last)
+        .expect("the first message ended")
 }
 
 fn chunks_with(limit: usize) -> ServerConfig {
@@ -219,108 +291,79 @@ fn joined(chunks: &[MessageChunk]) -> Vec<u8> {
     chunks.iter().flat_map(|c| c.data.iter().copied()).collect()
 }
 
-#[tokio::test]
-async fn the_size_limit_counts_every_chunk_of_a_message() {
-    for split in [false, true] {
-        let (mut s, rest, server) = raw_pair(chunks_with(100_000), split).await;
-        assert!(rest.is_empty());
-        // A message of 40,000 + 40,000 bytes fits; the third fragment takes the next past
-        // 100,000.
-        let a = vec![7u8; 40_000];
-        s.write_all(&frame(0x02, a.len() as u64, &a, true))
+async fn the_size_limit_counts_every_chunk_of_a_message<R: Chunks>() {
+    let (mut s, rest, server) = raw_pair::<R>(chunks_with(100_000)).await;
+    assert!(rest.is_empty());
+    // A message of 40,000 + 40,000 bytes fits; the third fragment takes the next past
+    // 100,000.
+    let a = vec![7u8; 40_000];
+    for opcode in [0x02, 0x80, 0x02, 0x00, 0x80] {
+        s.write_all(&frame(opcode, a.len() as u64, &a, true))
             .await
             .unwrap();
-        s.write_all(&frame(0x80, a.len() as u64, &a, true))
-            .await
-            .unwrap();
-        s.write_all(&frame(0x02, a.len() as u64, &a, true))
-            .await
-            .unwrap();
-        s.write_all(&frame(0x00, a.len() as u64, &a, true))
-            .await
-            .unwrap();
-        s.write_all(&frame(0x80, a.len() as u64, &a, true))
-            .await
-            .unwrap();
-        let code = read_close(&mut s, &[], STEP).await;
-        assert_eq!(code, Some(1009), "split {split}");
-        let (got, end) = server.await.unwrap();
-        assert!(
-            matches!(end, Err(Error::Protocol(ProtocolError::MessageTooLarge))),
-            "split {split}: {end:?}"
-        );
-        // The first message came whole, in order; of the second no more than the limit.
-        let last = got
-            .iter()
-            .position(|c| c.last)
-            .expect("the first message ended");
-        assert_eq!(joined(&got[..=last]).len(), 80_000);
-        assert!(got[0].first);
-        assert!(joined(&got[last + 1..]).len() <= 100_000);
     }
+    let (got, end) = closed_with::<R>(&mut s, server, 1009).await;
+    assert!(
+        matches!(end, Err(Error::Protocol(ProtocolError::MessageTooLarge))),
+        "{}: {end:?}",
+        R::NAME
+    );
+    // The first message came whole, in order; of the second no more than the limit.
+    let last = first_message_end(&got);
+    assert_eq!(joined(&got[..=last]).len(), 80_000);
+    assert!(got[0].first);
+    assert!(joined(&got[last + 1..]).len() <= 100_000);
 }
 
-#[tokio::test]
-async fn text_is_checked_across_chunks() {
-    for split in [false, true] {
-        let (mut s, _, server) = raw_pair(chunks_with(1 << 20), split).await;
-        // "é" (C3 A9) split between two fragments: valid.
-        s.write_all(&frame(0x01, 3, b"ab\xc3", true)).await.unwrap();
-        s.write_all(&frame(0x80, 3, b"\xa9cd", true)).await.unwrap();
-        // Then a message whose second fragment holds a byte that is never UTF-8.
-        s.write_all(&frame(0x01, 2, b"ok", true)).await.unwrap();
-        s.write_all(&frame(0x80, 2, b"x\xff", true)).await.unwrap();
-        let code = read_close(&mut s, &[], STEP).await;
-        assert_eq!(code, Some(1007), "split {split}");
-        let (got, end) = server.await.unwrap();
-        assert!(
-            matches!(end, Err(Error::Protocol(ProtocolError::InvalidUtf8))),
-            "split {split}: {end:?}"
-        );
-        let last = got
-            .iter()
-            .position(|c| c.last)
-            .expect("the first message ended");
-        assert_eq!(joined(&got[..=last]), "abécd".as_bytes());
-        assert!(got.iter().all(|c| c.kind == MessageKind::Text));
-        // The bad fragment's byte was never handed over.
-        assert!(!joined(&got[last + 1..]).contains(&0xff));
-    }
+async fn text_is_checked_across_chunks<R: Chunks>() {
+    let (mut s, _, server) = raw_pair::<R>(chunks_with(1 << 20)).await;
+    // "é" (C3 A9) split between two fragments: valid.
+    s.write_all(&frame(0x01, 3, b"ab\xc3", true)).await.unwrap();
+    s.write_all(&frame(0x80, 3, b"\xa9cd", true)).await.unwrap();
+    // Then a message whose second fragment holds a byte that is never UTF-8.
+    s.write_all(&frame(0x01, 2, b"ok", true)).await.unwrap();
+    s.write_all(&frame(0x80, 2, b"x\xff", true)).await.unwrap();
+    let (got, end) = closed_with::<R>(&mut s, server, 1007).await;
+    assert!(
+        matches!(end, Err(Error::Protocol(ProtocolError::InvalidUtf8))),
+        "{}: {end:?}",
+        R::NAME
+    );
+    let last = first_message_end(&got);
+    assert_eq!(joined(&got[..=last]), "abécd".as_bytes());
+    assert!(got.iter().all(|c| c.kind == MessageKind::Text));
+    // The bad fragment's byte was never handed over.
+    assert!(!joined(&got[last + 1..]).contains(&0xff));
 }
 
-#[tokio::test]
-async fn a_ping_between_chunks_is_answered() {
-    for split in [false, true] {
-        let (mut s, _, server) = raw_pair(chunks_with(1 << 20), split).await;
-        s.write_all(&frame(0x02, 5, b"hello", true)).await.unwrap();
-        s.write_all(&frame(0x89, 4, b"ping", true)).await.unwrap();
-        // The pong comes while the message is still open.
-        let mut pong = Vec::new();
-        while pong.len() < 6 {
-            let mut b = [0u8; 64];
-            let n = tokio::time::timeout(STEP, s.read(&mut b))
-                .await
-                .expect("a pong in time")
-                .unwrap();
-            assert!(n > 0);
-            pong.extend_from_slice(&b[..n]);
-        }
-        assert_eq!(&pong[..6], b"\x8a\x04ping", "split {split}");
-        s.write_all(&frame(0x80, 6, b" world", true)).await.unwrap();
-        s.write_all(&frame(0x88, 2, &1000u16.to_be_bytes(), true))
+async fn a_ping_between_chunks_is_answered<R: Chunks>() {
+    let (mut s, _, server) = raw_pair::<R>(chunks_with(1 << 20)).await;
+    s.write_all(&frame(0x02, 5, b"hello", true)).await.unwrap();
+    s.write_all(&frame(0x89, 4, b"ping", true)).await.unwrap();
+    // The pong comes while the message is still open.
+    let mut pong = Vec::new();
+    while pong.len() < 6 {
+        let mut b = [0u8; 64];
+        let n = tokio::time::timeout(STEP, s.read(&mut b))
             .await
+            .expect("a pong in time")
             .unwrap();
-        assert_eq!(read_close(&mut s, &[], STEP).await, Some(1000));
-        let (got, end) = server.await.unwrap();
-        end.unwrap();
-        assert_eq!(joined(&got), b"hello world");
-        assert!(got[0].first && got.last().unwrap().last);
+        assert!(n > 0);
+        pong.extend_from_slice(&b[..n]);
     }
+    assert_eq!(&pong[..6], b"\x8a\x04ping", "{}", R::NAME);
+    s.write_all(&frame(0x80, 6, b" world", true)).await.unwrap();
+    s.write_all(&frame(0x88, 2, &1000u16.to_be_bytes(), true))
+        .await
+        .unwrap();
+    let (got, end) = closed_with::<R>(&mut s, server, 1000).await;
+    end.unwrap();
+    assert_eq!(joined(&got), b"hello world");
+    assert!(got[0].first && got.last().unwrap().last);
 }
 
-#[tokio::test]
-async fn a_message_that_never_ends_meets_the_deadline() {
-    let (mut s, _, server) = raw_pair(chunks_with(1 << 20), true).await;
+async fn a_message_that_never_ends_meets_the_deadline<R: Chunks>() {
+    let (mut s, _, server) = raw_pair::<R>(chunks_with(1 << 20)).await;
     s.write_all(&frame(0x02, 5, b"start", true)).await.unwrap();
     // Pings keep the connection busy; the message never ends.
     let trickle = async {
@@ -337,7 +380,8 @@ async fn a_message_that_never_ends_meets_the_deadline() {
     };
     assert!(
         matches!(end, Err(Error::Timeout(Timeout::Message))),
-        "{end:?}"
+        "{}: {end:?}",
+        R::NAME
     );
     assert_eq!(joined(&got), b"start");
     let mut r = FrameReader::default();
@@ -355,17 +399,15 @@ async fn a_message_that_never_ends_meets_the_deadline() {
     assert_eq!(code, 1008);
 }
 
-#[tokio::test]
-async fn whole_delivery_hands_each_message_over_as_one_chunk() {
-    let (mut s, _, server) = raw_pair(ServerConfig::default(), true).await;
+async fn whole_delivery_hands_each_message_over_as_one_chunk<R: Chunks>() {
+    let (mut s, _, server) = raw_pair::<R>(ServerConfig::default()).await;
     s.write_all(&frame(0x81, 3, b"one", true)).await.unwrap();
     s.write_all(&frame(0x02, 2, b"tw", true)).await.unwrap();
     s.write_all(&frame(0x80, 1, b"o", true)).await.unwrap();
     s.write_all(&frame(0x88, 2, &1000u16.to_be_bytes(), true))
         .await
         .unwrap();
-    assert_eq!(read_close(&mut s, &[], STEP).await, Some(1000));
-    let (got, end) = server.await.unwrap();
+    let (got, end) = closed_with::<R>(&mut s, server, 1000).await;
     end.unwrap();
     assert_eq!(got.len(), 2);
     assert!(got.iter().all(|c| c.first && c.last));
