@@ -27,9 +27,9 @@ use tokio::sync::mpsc;
 
 mod bounded_support;
 use bounded_support::{
-    BUDGET_WAIT, IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted,
+    BUDGET_WAIT, IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SETTLE, SLACK, accept, check_admitted,
     check_liveness, client_handshake, deflated_zeros, frame, hold_open_fragment, ramp, read_close,
-    trickle, trickling_server, unfinished_message, write_until_stuck,
+    settled, trickle, trickling_server, unfinished_message, write_until_stuck,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -48,6 +48,22 @@ fn runtime() -> tokio::runtime::Runtime {
 fn bounded<T>(rt: &tokio::runtime::Runtime, f: impl std::future::Future<Output = T>) -> T {
     rt.block_on(async { tokio::time::timeout(LIMIT, f).await })
         .expect("a test step timed out")
+}
+
+/// Waits until every fragment is held or refused, for good (see [`SETTLE`]); returns how
+/// many are held.
+fn settle(budget: &Budget, per: usize, refused: &AtomicUsize, conns: usize) -> usize {
+    loop {
+        until("every fragment is held or refused", || {
+            settled(budget, per, refused, conns).is_some()
+        });
+        let first = settled(budget, per, refused, conns);
+        thread::sleep(SETTLE);
+        if let Some((held, _)) = first.filter(|f| settled(budget, per, refused, conns) == Some(*f))
+        {
+            return held / per;
+        }
+    }
 }
 
 fn until(what: &str, mut cond: impl FnMut() -> bool) {
@@ -293,12 +309,9 @@ fn two_thousand_open_compressed_fragments_to_a_blocking_server_stay_under_the_bu
     }
     // No one still waiting: one whose inflater paused at a partial grant holds part of
     // a fragment until its wait ends in 1013.
-    until("every fragment is held or refused", || {
-        budget.waiting() == 0 && budget.held() / INFLATED + refused.load(Ordering::Relaxed) == CONNS
-    });
+    let admitted = settle(&budget, INFLATED, &refused, CONNS);
     let in_place = Instant::now();
     thread::sleep(Duration::from_millis(500));
-    let admitted = budget.held() / INFLATED;
     stop.store(true, Ordering::Relaxed);
     let probes = prober.join().unwrap();
     check_admitted(
@@ -400,12 +413,9 @@ fn two_thousand_blocking_clients_receiving_open_compressed_fragments_share_a_bud
     }
     // No one still waiting: one whose inflater paused at a partial grant holds part of
     // a fragment until its wait ends in 1013.
-    until("every fragment is held or refused", || {
-        budget.waiting() == 0 && budget.held() / INFLATED + refused.load(Ordering::Relaxed) == CONNS
-    });
+    let admitted = settle(&budget, INFLATED, &refused, CONNS);
     let in_place = Instant::now();
     thread::sleep(Duration::from_millis(500));
-    let admitted = budget.held() / INFLATED;
     stop.store(true, Ordering::Relaxed);
     let probes = prober.join().unwrap();
     check_admitted(

@@ -35,9 +35,9 @@ mod alloc_count;
 mod bounded_support;
 use alloc_count::{live_heap, peak_heap, reset_peak};
 use bounded_support::{
-    BUDGET_WAIT, IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SLACK, accept, check_admitted,
+    BUDGET_WAIT, IDLE, LIMIT, MESSAGE_TIMEOUT, MIB, Probes, SETTLE, SLACK, accept, check_admitted,
     check_liveness, client_handshake, deflated_zeros, frame, hold_open_fragment, listener, ramp,
-    read_close, trickle, trickling_server, unfinished_message, write_until_stuck,
+    read_close, settled, trickle, trickling_server, unfinished_message, write_until_stuck,
 };
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -128,6 +128,23 @@ async fn healthy_server() -> SocketAddr {
     echo_server(ServerConfig::default().with_deflate(None))
         .await
         .0
+}
+
+/// Waits until every fragment is held or refused, for good (see [`SETTLE`]); returns how
+/// many are held.
+async fn settle(budget: &Budget, per: usize, refused: &AtomicUsize, conns: usize) -> usize {
+    loop {
+        until("every fragment is held or refused", || {
+            settled(budget, per, refused, conns).is_some()
+        })
+        .await;
+        let first = settled(budget, per, refused, conns);
+        tokio::time::sleep(SETTLE).await;
+        if let Some((held, _)) = first.filter(|f| settled(budget, per, refused, conns) == Some(*f))
+        {
+            return held / per;
+        }
+    }
 }
 
 /// Waits until `cond` holds, checking every 10 ms.
@@ -335,14 +352,10 @@ async fn open_fragments_against_our_server(conns: usize, inflated: usize, limit:
     let per = inflated;
     // No one still waiting: one whose inflater paused at a partial grant holds part of
     // a fragment until its wait ends in 1013.
-    until("every fragment is held or refused", || {
-        budget.waiting() == 0 && budget.held() / per + refused.load(Ordering::Relaxed) == conns
-    })
-    .await;
+    let admitted = settle(&budget, per, &refused, conns).await;
     // Let the probes run while everything is held.
     let in_place = Instant::now();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let admitted = budget.held() / per;
     let refused_n = refused.load(Ordering::Relaxed);
     let heap = live_heap().saturating_sub(base);
     stop.store(true, Ordering::Relaxed);
@@ -459,11 +472,7 @@ async fn clients_receiving_open_compressed_fragments_share_a_budget_and_the_refu
     }
     // No one still waiting: one whose inflater paused at a partial grant holds part of
     // a fragment until its wait ends in 1013.
-    until("every fragment is held or refused", || {
-        budget.waiting() == 0 && budget.held() / INFLATED + refused.load(Ordering::Relaxed) == CONNS
-    })
-    .await;
-    let admitted = budget.held() / INFLATED;
+    let admitted = settle(&budget, INFLATED, &refused, CONNS).await;
     let in_place = Instant::now();
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);

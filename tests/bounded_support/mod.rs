@@ -36,6 +36,25 @@ pub const MIB: usize = 1 << 20;
 /// few seconds.
 pub const BUDGET_WAIT: Duration = Duration::from_millis(300);
 
+/// Whether every one of `conns` connections holds `per` bytes of the budget or was
+/// refused (`refused` counts the refusals the clients saw) and none waits for memory: the
+/// bytes held and the refusals, to compare with a later look.
+pub fn settled(
+    budget: &rapidws::Budget,
+    per: usize,
+    refused: &std::sync::atomic::AtomicUsize,
+    conns: usize,
+) -> Option<(usize, usize)> {
+    let r = refused.load(std::sync::atomic::Ordering::Relaxed);
+    let held = budget.held();
+    (budget.waiting() == 0 && held / per + r == conns).then_some((held, r))
+}
+
+/// How long [`settled`] must hold, unchanged, to be final: longer than the budget wait.
+/// A connection between a partial grant and its next charge is out of the queue for a
+/// moment, its partial bytes counted as held; only its wait's end (1013) settles it.
+pub const SETTLE: Duration = BUDGET_WAIT.saturating_add(Duration::from_millis(200));
+
 // --- frames as a raw peer writes them ---------------------------------------------------
 
 /// A frame with first byte `b0` announcing `announced` payload bytes, followed by
