@@ -52,8 +52,12 @@ pub struct ServerArgs {
     pub handler_ref: bool,
     /// Echo through the streaming API: chunk delivery, each chunk received by the reading
     /// half (`recv_chunk`) sent on at once by the writing half as a fragment of the answer
-    /// (`begin_message`, `send_chunk`, `finish`), so no message is held (rapidws).
+    /// (`begin_message`, `send_chunk_bytes`, `finish_bytes`), so no message is held
+    /// (rapidws).
     pub stream: bool,
+    /// `Config::read_buffer_size` instead of the default (rapidws): under `--stream`, the
+    /// size of a chunk when larger than 16 KiB.
+    pub read_buffer: Option<usize>,
     /// Turn off the limits that are on by default and cost something per message: the
     /// shared memory budget, the message deadline and the idle timeout (rapidws), to
     /// measure what they cost.
@@ -87,6 +91,13 @@ impl ServerArgs {
                 "--handler" => out.handler = true,
                 "--handler-ref" => out.handler_ref = true,
                 "--stream" => out.stream = true,
+                "--read-buffer" => {
+                    out.read_buffer = Some(
+                        args.next()
+                            .and_then(|p| p.parse().ok())
+                            .unwrap_or_else(|| usage("--read-buffer needs a number of bytes")),
+                    )
+                }
                 "--unbounded" => out.unbounded = true,
                 "--shutdown" => out.shutdown = true,
                 "--level" => {
@@ -122,7 +133,7 @@ impl ServerArgs {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler] [--handler-ref] [--stream]"
+        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler] [--handler-ref] [--stream] [--read-buffer BYTES]"
     );
     std::process::exit(2)
 }

@@ -63,6 +63,10 @@ fn main() -> std::io::Result<()> {
         if args.shutdown {
             config = config.with_shutdown(&shutdown);
         }
+        if let Some(bytes) = args.read_buffer {
+            let connection = config.connection.clone().with_read_buffer_size(bytes);
+            config = config.with_connection(connection);
+        }
         if args.stream {
             // The library hands each message over in chunks as they arrive and never
             // assembles it.
