@@ -309,6 +309,13 @@ for rate in $RATES; do
 done
 rate_seconds=$((SECONDS - rate_start))
 
+# How many times since boot the kernel entered TCP memory pressure (0 where unknown).
+tcp_pressures() {
+    awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 }
+        else for (i = 1; i <= NF; i++) if (n[i] == "TCPMemoryPressures") { print $i; f = 1 } }
+        END { if (!f) print 0 }' /proc/net/netstat 2>/dev/null || echo 0
+}
+
 # The 256 KiB cell: one message in flight on each connection, closed loop.
 big_start=$SECONDS
 if ((BIG_CONNS > max_conns)); then
@@ -317,10 +324,16 @@ if ((BIG_CONNS > max_conns)); then
     BIG_CONNS=0
 fi
 if ((BIG_CONNS > 0)); then
+    # 10,000 x 256 KiB in flight may not fit the kernel's TCP memory: past `tcp_mem`'s
+    # pressure mark (its second field, in pages) send buffers shrink and segments are
+    # dropped, which a server that leaves the bytes in the kernel (a streaming echo) pays
+    # for in CPU and memory (benches/RESULTS.md). Logged, and whether each cell met it.
+    echo "256 KiB cell: net.ipv4.tcp_mem = $(cat /proc/sys/net/ipv4/tcp_mem 2>/dev/null)" | tee -a "$log" >&2
     for label in $BIG_SERVERS; do
         spec="$(server_spec "$label")" || continue
         IFS='|' read -r label binary sargs largs which <<<"$spec"
         start_server "$label" "$binary" "$sargs" || { failures=$((failures + 1)); continue; }
+        pressures_before=$(tcp_pressures)
         # shellcheck disable=SC2086 # largs is a list.
         if ! timeout --kill-after=5 $((${BIG_WARMUP%.*} + ${BIG_MEASURE%.*} + 90)) \
             taskset -c 1 "$bin/load" --port "$port" --server-pid "$server_pid" --label "$label" \
@@ -329,6 +342,8 @@ if ((BIG_CONNS > 0)); then
             echo "FAILED: big $label 256 KiB x$BIG_CONNS" | tee -a "$log" >&2
             failures=$((failures + 1))
         fi
+        echo "256 KiB $label: the kernel went under TCP memory pressure" \
+            "$(($(tcp_pressures) - pressures_before)) times during the cell" | tee -a "$log" >&2
         stop_server
         sleep 0.5
     done
