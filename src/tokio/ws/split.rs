@@ -208,10 +208,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// [`WebSocket::recv_chunk`], which this is for the reading half. Cancel-safe.
     ///
     /// The [`WriteHalf`] is free meanwhile: a message can be passed on a chunk at a time
-    /// as it arrives ([`WriteHalf::begin_message`], then `send_chunk` for each chunk and
-    /// `finish` with the last), so that with
-    /// [`Delivery::Chunks`](crate::connection::Delivery) neither side ever holds it whole.
-    /// A streaming echo:
+    /// as it arrives ([`WriteHalf::begin_message`], then `send_chunk_bytes` for each chunk,
+    /// which queues its bytes without a copy, and `finish_bytes` with the last), so that
+    /// with [`Delivery::Chunks`](crate::connection::Delivery) neither side ever holds it
+    /// whole. A streaming echo:
     ///
     /// ```no_run
     /// # async fn run(ws: rapidws::tokio::WebSocket<tokio::net::TcpStream>) -> Result<(), rapidws::tokio::Error> {
@@ -219,16 +219,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
     /// while let Some(mut chunk) = rd.recv_chunk().await? {
     ///     let mut out = wr.begin_message(chunk.kind)?;
     ///     while !chunk.last {
-    ///         out.send_chunk(&chunk.data).await?;
-    ///         // Let go of it before waiting for the next: its receive buffer is reused.
-    ///         drop(chunk);
+    ///         // The chunk's bytes are queued as they are, sharing the receive buffer
+    ///         // until written.
+    ///         out.send_chunk_bytes(chunk.data).await?;
     ///         match rd.recv_chunk().await? {
     ///             Some(next) => chunk = next,
     ///             // Closed in the middle of the message: dropping `out` abandons ours.
     ///             None => return Ok(()),
     ///         }
     ///     }
-    ///     out.finish(&chunk.data).await?;
+    ///     out.finish_bytes(chunk.data).await?;
     /// }
     /// # Ok(())
     /// # }
