@@ -12,7 +12,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bounded_support::{client_handshake, frame, read_close};
+use bounded_support::{client_handshake, frame, read_close, text_then_close};
 use futures_util::StreamExt;
 use rapidws::handler::{Handler, Socket, run};
 use rapidws::tokio::{Message, MessageRef, ReadHalf, ServerConfig, WebSocket, WriteHalf, accept};
@@ -50,11 +50,9 @@ where
 async fn raw_client(addr: SocketAddr) -> Option<u16> {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let leftover = client_handshake(&mut s, false).await;
-    let mut out = frame(0x81, 2, b"hi", true);
-    let mut close = CODE.to_be_bytes().to_vec();
-    close.extend_from_slice(b"bye");
-    out.extend(frame(0x88, close.len() as u64, &close, true));
-    s.write_all(&out).await.unwrap();
+    s.write_all(&text_then_close("hi", CODE, "bye"))
+        .await
+        .unwrap();
     read_close(&mut s, &leftover, LIMIT).await
 }
 
@@ -402,11 +400,9 @@ async fn a_blocking_socket_dropped_with_the_answer_queued_writes_it_once_more() 
     });
     let mut s = TcpStream::connect(addr).await.unwrap();
     let leftover = client_handshake(&mut s, false).await;
-    let mut out = frame(0x81, 2, b"hi", true);
-    let mut close = CODE.to_be_bytes().to_vec();
-    close.extend_from_slice(b"bye");
-    out.extend(frame(0x88, close.len() as u64, &close, true));
-    s.write_all(&out).await.unwrap();
+    s.write_all(&text_then_close("hi", CODE, "bye"))
+        .await
+        .unwrap();
     let (data, written) = written_rx.await.unwrap();
     let code = read_across_the_drop(&mut s, &leftover, written, data, async move {
         may_drop.send(()).unwrap();

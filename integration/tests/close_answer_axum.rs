@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use bounded_support::{client_handshake, frame, read_close};
+use bounded_support::{client_handshake, read_close, text_then_close};
 use futures_util::StreamExt;
 use rapidws::axum::WebSocketUpgrade;
 use rapidws::hyper::HyperWebSocket;
@@ -39,11 +39,9 @@ async fn an_axum_chat_loop_answers_the_close() {
     // back (`None`: the stream ended without a close frame).
     let mut s = TcpStream::connect(addr).await.unwrap();
     let leftover = client_handshake(&mut s, false).await;
-    let mut out = frame(0x81, 2, b"hi", true);
-    let mut close = CODE.to_be_bytes().to_vec();
-    close.extend_from_slice(b"bye");
-    out.extend(frame(0x88, close.len() as u64, &close, true));
-    s.write_all(&out).await.unwrap();
+    s.write_all(&text_then_close("hi", CODE, "bye"))
+        .await
+        .unwrap();
     let code = read_close(&mut s, &leftover, Duration::from_secs(20)).await;
     assert_eq!(code, Some(CODE));
 }

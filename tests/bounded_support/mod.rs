@@ -83,6 +83,16 @@ pub fn frame(b0: u8, announced: u64, payload: &[u8], mask: bool) -> Vec<u8> {
     f
 }
 
+/// A client's text message `text` and its close with `code` and `reason`, masked, in one
+/// buffer to write at once.
+pub fn text_then_close(text: &str, code: u16, reason: &str) -> Vec<u8> {
+    let mut out = frame(0x81, text.len() as u64, text.as_bytes(), true);
+    let mut close = code.to_be_bytes().to_vec();
+    close.extend_from_slice(reason.as_bytes());
+    out.extend(frame(0x88, close.len() as u64, &close, true));
+    out
+}
+
 /// `len` zero bytes compressed with permessage-deflate (about 1,000 to 1): the payload of
 /// a compressed frame.
 #[cfg(feature = "deflate")]
