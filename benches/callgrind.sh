@@ -21,7 +21,8 @@
 # `cargo build --release --manifest-path benches/load/Cargo.toml --bins`; any echo_* server
 # and its arguments) under callgrind with instrumentation off, starts the load tool (CONNS
 # connections, default 10, one message in flight, KIND binary or text), turns instrumentation
-# on after WARM seconds (default 1.5) and counts until the load ends. Echoes are counted in
+# on after WARM seconds (default 1.5) and off half a second before the load ends (MEASURE
+# seconds, default 5), so that the connections' teardown is not counted. Echoes are counted in
 # the same profile as calls to the socket write (`AsyncWrite>::poll_write*`, once per echo
 # for every server at one in flight), so start-up and handshakes are left out and the
 # machine's load does not change the figure. With INFLIGHT messages in flight on each
@@ -129,6 +130,11 @@ port="$(awk '/^READY /{print $2; exit}' "$ready")"
 load=$!
 sleep "$warm"
 callgrind_control -i on "$pid" >/dev/null
+# Stop counting half a second before the load ends: when it ends, every connection closes,
+# and its teardown (a close handshake, freeing the task and its buffers) is no part of an
+# echo. With few echoes per connection (RATE) it would otherwise weigh in per echo.
+sleep "$(python3 -c "print(max(0.5, ${MEASURE:-5} - $warm - 0.5))")"
+callgrind_control -i off "$pid" >/dev/null
 wait "$load"
 sleep 0.3
 kill "$pid"
