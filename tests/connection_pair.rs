@@ -924,6 +924,48 @@ fn read_some(server: &mut Connection, wire: &[u8], at: usize, now: Instant) -> u
     n
 }
 
+/// In chunk delivery each read is handed over as a chunk, so a read takes no more than the
+/// read size (`read_limit`) even where the buffer has more room: here the 64 KiB buffer a
+/// connection reading 64 KiB at a time gave to the thread's stock, which the next read of a
+/// chunk-delivery connection on the thread takes. The chunk is what the read brought.
+#[test]
+fn a_chunk_read_takes_no_more_than_the_read_size_from_a_larger_stocked_buffer() {
+    let now = Instant::now();
+    let mut client = Connection::new(Role::Client, Config::default(), now);
+    let mut wide = Config::default();
+    wide.read_buffer_size = 64 * 1024;
+    let mut big = Connection::new(Role::Server, wide, now);
+    client.send(MessageKind::Binary, &[1; 10]).unwrap();
+    let (m, _) = read_one_message(&mut big, &mut client, now);
+    assert_eq!(m.as_bytes(), &[1; 10][..]);
+    drop(m);
+    big.read_would_block();
+
+    let mut cfg = Config::default();
+    cfg.delivery = Delivery::Chunks;
+    let mut chunked = Connection::new(Role::Server, cfg, now);
+    client.send(MessageKind::Binary, &[2; 200 * 1024]).unwrap();
+    let mut wire = Vec::new();
+    client.write_pending(&mut wire);
+    let limit = chunked.read_limit();
+    let buf = chunked.reserve_read();
+    let room = buf.capacity() - buf.len();
+    assert!(room >= 64 * 1024, "the stocked buffer was taken: {room}");
+    assert!(limit <= 16 * 1024, "{limit}");
+    // The read as the tokio layer makes it.
+    let n = room.min(limit);
+    buf.extend_from_slice(&wire[..n]);
+    chunked.handle_received(now);
+    let mut chunk = 0;
+    while let Some(ev) = chunked.poll_event_owned() {
+        match ev.unwrap() {
+            OwnedEvent::Chunk { data, .. } => chunk += data.len(),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(chunk > 0 && chunk <= limit, "one read's chunk: {chunk}");
+}
+
 /// A pipelined burst whose last frame is cut by the end of a read: once the complete
 /// messages are taken, the room for the next read keeps only the cut frame's bytes (they
 /// may move to a new buffer, never the burst before them), and the frame completes

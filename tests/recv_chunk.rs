@@ -420,3 +420,62 @@ async fn whole_delivery_hands_each_message_over_as_one_chunk<R: Chunks>() {
         (MessageKind::Binary, &b"two"[..])
     );
 }
+
+/// A chunk is one read of at most the read size (16 KiB here), even when the receive
+/// buffer has more room: the 64 KiB buffer that a connection reading 64 KiB at a time gave
+/// to the thread's stock while it waited, and that the chunk-delivery connection's next
+/// read on the same thread takes. Reading into all of that room made a 64 KiB chunk.
+#[tokio::test(flavor = "current_thread")]
+async fn a_chunk_is_one_read_of_the_read_size_even_from_a_larger_stocked_buffer() {
+    use rapidws::Role;
+    use rapidws::tokio::Config;
+    // Both wait once for bytes that do not come: the read that would block gives their
+    // buffers to the stock, the chunked one's first and the wide one's last, so that
+    // the next read of the chunked one takes the wide one's.
+    async fn wait_once(ws: &mut WebSocket<tokio::io::DuplexStream>) {
+        let _ = tokio::time::timeout(Duration::from_millis(10), ws.recv()).await;
+    }
+    let (srv, mut chunked_peer) = tokio::io::duplex(1 << 20);
+    let chunked_config = Config::default().with_delivery(Delivery::Chunks);
+    let mut chunked = WebSocket::from_raw(srv, Role::Server, &chunked_config, &[]);
+    chunked_peer
+        .write_all(&frame(0x82, 3, b"one", true))
+        .await
+        .unwrap();
+    let first = chunked.recv_chunk().await.unwrap().unwrap();
+    assert_eq!(&first.data[..], b"one");
+    drop(first);
+    wait_once(&mut chunked).await;
+
+    let (srv, mut wide_peer) = tokio::io::duplex(1 << 20);
+    let mut wide_config = Config::default();
+    wide_config.read_buffer_size = 64 * 1024;
+    let mut wide = WebSocket::from_raw(srv, Role::Server, &wide_config, &[]);
+    let payload = vec![9u8; 100 * 1024];
+    wide_peer
+        .write_all(&frame(0x82, payload.len() as u64, &payload, true))
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(STEP, wide.recv()).await.unwrap();
+    assert_eq!(m.unwrap().unwrap().as_bytes().len(), payload.len());
+    wait_once(&mut wide).await;
+
+    let big = vec![7u8; 200 * 1024];
+    chunked_peer
+        .write_all(&frame(0x82, big.len() as u64, &big, true))
+        .await
+        .unwrap();
+    let mut got = 0;
+    let mut largest = 0;
+    while got < big.len() {
+        let chunk = tokio::time::timeout(STEP, chunked.recv_chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        got += chunk.data.len();
+        largest = largest.max(chunk.data.len());
+    }
+    assert_eq!(got, big.len());
+    assert!(largest <= 16 * 1024, "the largest chunk: {largest} bytes");
+}

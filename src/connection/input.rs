@@ -174,6 +174,20 @@ impl Connection {
         self.read_offer as usize
     }
 
+    /// The most the next read (through [`reserve_read`](Self::reserve_read)) must take,
+    /// whatever room the buffer has: in chunk delivery the read size
+    /// ([`read_offer`](Self::read_offer) or more room), since each read is handed over as
+    /// a chunk, and one that filled a buffer's whole room (a stocked buffer may be larger
+    /// than asked for) would hold more than the read sizing allows; otherwise no limit,
+    /// the buffer's whole room (a larger read only saves a later one).
+    #[inline]
+    pub fn read_limit(&self) -> usize {
+        match self.config.delivery {
+            super::Delivery::Whole => usize::MAX,
+            _ => self.read_size as usize,
+        }
+    }
+
     /// Notes that bytes were appended to [`recv_buffer`](Self::recv_buffer) at `now`.
     #[inline]
     pub fn handle_received(&mut self, now: Instant) {

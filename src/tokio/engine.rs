@@ -13,7 +13,7 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Sleep;
 
@@ -550,10 +550,15 @@ impl Engine {
         // messages) gives it to the thread's stock whenever the read finds nothing and
         // takes one back here: request/response traffic does not allocate per message,
         // and an idle connection holds none.
+        let limit = self.conn.read_limit();
         let buf = self.conn.reserve_read();
         let mut rd = io.rd();
-        let fut = rd.read_buf(buf);
-        match std::pin::pin!(fut).poll(cx) {
+        let read = if limit < buf.capacity() - buf.len() {
+            poll_read_buf(&mut rd, cx, &mut buf.limit(limit))
+        } else {
+            poll_read_buf(&mut rd, cx, buf)
+        };
+        match read {
             Poll::Ready(Ok(0)) => {
                 self.conn.handle_eof(now());
                 Poll::Ready(Ok(()))
@@ -584,4 +589,14 @@ impl Engine {
         }
         Poll::Ready(Ok(()))
     }
+}
+
+/// One poll of a read into `buf`'s spare room (as much of it as `buf` offers).
+#[inline(always)]
+fn poll_read_buf<B: BufMut>(
+    rd: &mut Pin<&mut (dyn AsyncRead + Unpin + '_)>,
+    cx: &mut Context<'_>,
+    buf: &mut B,
+) -> Poll<io::Result<usize>> {
+    std::pin::pin!(rd.read_buf(buf)).poll(cx)
 }
