@@ -7,6 +7,11 @@
 #                                  45 s each), 3 rounds of 60 firehose runs)
 #   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B;
 #                                  no rate or 256 KiB x 10,000 cells)
+#   bash benches/run.sh rate       only the rate cells, RATE_ROUNDS rounds (default 6) at
+#                                  2.5 msg/s (about 13 minutes), and their summary: each
+#                                  server's EER over the rounds and, round by round, rapidws'
+#                                  against the better of fastwebsockets and tokio-websockets;
+#                                  leaves the other results and RESULTS.md as they are
 #
 # It builds benches/load (its own workspace: the load tool, one echo server per library, the
 # firehose server and client) in release mode once, then
@@ -25,7 +30,8 @@
 #   pre-encoded frames in 256 KiB writes, and the in-memory readers go over the same bytes:
 #   messages per client CPU-second, the best round of each client reported (a round that
 #   another tenant of the machine slowed is never the best, for any client);
-# writes the raw rows to benches/results/{echo,idle,rate,big,firehose}.csv and
+# writes the raw rows to benches/results/{echo,idle,rate,big,firehose}.csv (the rate profile
+# rate.csv only) and
 # benches/results/meta.json, and runs benches/plot.py (which reads echo, idle and
 # firehose; rate.csv and big.csv are raw rows only), which regenerates the generated
 # parts of benches/RESULTS.md (echo matrix, pipelined echo, echo with permessage-deflate,
@@ -41,6 +47,8 @@
 #   RATE_SERVERS      server labels of the rate cells (default rapidws rapidws-handler
 #                     rapidws-handler-ref fastwebsockets tokio-websockets raw-tcp)
 #   RATE_WARMUP, RATE_MEASURE  seconds per rate cell (default 5 and 10)
+#   RATE_ROUNDS       rounds of the rate cells, every server once in each (default 1; 6 in
+#                     the rate profile): one round's ratios move by 10 % on a shared machine
 #   BIG_CONNS         connections of the 256 KiB cell (default 10000; quick and 0 skip it)
 #   BIG_SERVERS       server labels of the 256 KiB cell (default rapidws rapidws-unbounded
 #                     rapidws-stream rapidws-handler-ref fastwebsockets; -unbounded is rapidws
@@ -75,6 +83,12 @@ if [[ "$profile" == quick ]]; then
     FIREHOSE_SIZES="${FIREHOSE_SIZES-64 256}"
     RATES="${RATES-}"
     BIG_CONNS="${BIG_CONNS:-0}"
+elif [[ "$profile" == rate ]]; then
+    FIREHOSE_SIZES=""
+    RATES="${RATES-2.5}"
+    BIG_CONNS=0
+    IDLE_CONNS=0
+    RATE_ROUNDS="${RATE_ROUNDS:-6}"
 else
     FIREHOSE_SIZES="${FIREHOSE_SIZES-50 64 256 500 50-500}"
     RATES="${RATES-2.5 5}"
@@ -84,6 +98,7 @@ RATE_CONNS="${RATE_CONNS:-10000}"
 RATE_SERVERS="${RATE_SERVERS:-rapidws rapidws-handler rapidws-handler-ref fastwebsockets tokio-websockets raw-tcp}"
 RATE_WARMUP="${RATE_WARMUP:-5}"
 RATE_MEASURE="${RATE_MEASURE:-10}"
+RATE_ROUNDS="${RATE_ROUNDS:-1}"
 BIG_SERVERS="${BIG_SERVERS:-rapidws rapidws-unbounded rapidws-stream rapidws-handler-ref fastwebsockets}"
 BIG_WARMUP="${BIG_WARMUP:-15}"
 BIG_MEASURE="${BIG_MEASURE:-15}"
@@ -141,7 +156,9 @@ FIREHOSE_CLIENTS="${FIREHOSE_CLIENTS:-$ALL_FIREHOSE_CLIENTS}"
 # Cells: payload kind|size|connections|messages in flight per connection.
 # 256 KiB x 1,000 connections is skipped: a quarter gigabyte in flight per round trip
 # measures the kernel's socket buffers, not the libraries.
-if [[ "$profile" == quick ]]; then
+if [[ "$profile" == rate ]]; then
+    CELLS=()
+elif [[ "$profile" == quick ]]; then
     CELLS=(
         "binary|16|100|1" "binary|1024|1|1" "binary|1024|100|1" "binary|16384|100|1"
         "binary|262144|1|1" "text|16384|100|1" "binary|1024|1000|1" "binary|1024|1|64"
@@ -181,16 +198,22 @@ fi
 
 echo_csv="$results/echo.csv"
 idle_csv="$results/idle.csv"
+big_csv="$results/big.csv"
+firehose_csv="$results/firehose.csv"
 log="$results/run.log"
+if [[ "$profile" == rate ]]; then
+    # Only rate.csv is written: the other results stay those of the last full run.
+    scratch="$(mktemp -d)"
+    echo_csv="$scratch/echo.csv" idle_csv="$scratch/idle.csv" big_csv="$scratch/big.csv"
+    firehose_csv="$scratch/firehose.csv" log="$results/rate.log"
+fi
 : >"$log"
 echo_header="server,payload,size,conns,inflight,deflate,seconds,msgs,msgs_per_s,mb_per_s,p50_us,p99_us,server_user_s,server_sys_s,echoes_per_cpu_s,client_cpu_s,wire_bytes_per_echo,errors,server_peak_rss_bytes"
 echo "$echo_header" >"$echo_csv"
 rate_csv="$results/rate.csv"
 echo "server,payload,size,conns,rate_per_conn,deflate,seconds,offered_per_s,sent_per_s,answered_per_s,p50_us,p99_us,p999_us,max_us,send_lag_p50_us,send_lag_p99_us,server_user_s,server_sys_s,server_cpu_pct,eer,server_peak_rss_bytes,client_cpu_s,client_cpu_pct,pending_at_end,errors" >"$rate_csv"
-big_csv="$results/big.csv"
 echo "$echo_header" >"$big_csv"
 echo "server,conns,rss_before_bytes,rss_after_bytes,bytes_per_conn,errors" >"$idle_csv"
-firehose_csv="$results/firehose.csv"
 echo "client,size,seconds,msgs,msgs_per_s,mb_per_s,client_user_s,client_sys_s,msgs_per_cpu_s,server_cpu_s,errors" >"$firehose_csv"
 if ((IDLE_CONNS > max_conns)); then
     echo "SKIPPED: idle run of $IDLE_CONNS connections (descriptor limit $(ulimit -n))" | tee -a "$log" >&2
@@ -291,6 +314,7 @@ if [[ -n "$RATES" ]] && ((RATE_CONNS > max_conns)); then
     RATES=""
 fi
 for rate in $RATES; do
+for ((round = 1; round <= RATE_ROUNDS; round++)); do
     for label in $RATE_SERVERS; do
         spec="$(server_spec "$label")" || continue
         IFS='|' read -r label binary sargs largs which <<<"$spec"
@@ -307,7 +331,16 @@ for rate in $RATES; do
         sleep 0.5
     done
 done
+done
 rate_seconds=$((SECONDS - rate_start))
+if [[ -n "$RATES" ]]; then
+    python3 benches/rate_summary.py "$rate_csv" | tee -a "$log" >&2
+fi
+if [[ "$profile" == rate ]]; then
+    rm -rf "$scratch"
+    echo "done in $((SECONDS - start)) s with $failures failed cells; rows in $rate_csv" >&2
+    exit $((failures > 0))
+fi
 
 # How many times since boot the kernel entered TCP memory pressure (0 where unknown).
 tcp_pressures() {
