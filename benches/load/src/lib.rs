@@ -65,6 +65,9 @@ pub struct ServerArgs {
     /// Put every connection under a shutdown signal (never given), to measure what that
     /// costs (rapidws).
     pub shutdown: bool,
+    /// Turn the keepalive off (rapidws): with `--unbounded`, no timer runs at all, as in
+    /// the peers' servers, to measure what the timers cost.
+    pub no_keepalive: bool,
     /// zlib memory level (1..=9) instead of the library's default (rapidws).
     pub mem_level: Option<u8>,
     /// Largest window the server compresses with (9..=15), answered to every offer
@@ -100,6 +103,7 @@ impl ServerArgs {
                 }
                 "--unbounded" => out.unbounded = true,
                 "--shutdown" => out.shutdown = true,
+                "--no-keepalive" => out.no_keepalive = true,
                 "--level" => {
                     out.level = Some(
                         args.next()
@@ -133,7 +137,7 @@ impl ServerArgs {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler] [--handler-ref] [--stream] [--read-buffer BYTES]"
+        "{msg}\nusage: echo_<lib> [--port P] [--deflate] [--level N] [--mem-level N] [--window-bits N] [--split] [--feed] [--handler] [--handler-ref] [--stream] [--read-buffer BYTES] [--unbounded] [--no-keepalive]"
     );
     std::process::exit(2)
 }

@@ -10,7 +10,8 @@
 //! from the receive buffer, the whole messages of a read decoded by the batch kernel,
 //! replies framed straight into the output queue); `--unbounded` turns the memory budget,
 //! the message deadline and the idle timeout off (on by default) to measure what they
-//! cost; `--shutdown` puts every connection under a shutdown signal that is never given,
+//! cost, and `--no-keepalive` the keepalive (both: no timer runs, as in the peers'
+//! servers); `--shutdown` puts every connection under a shutdown signal that is never given,
 //! to measure what that costs. `--stream` echoes through the streaming API (see
 //! [`echo_stream`]).
 
@@ -56,6 +57,13 @@ fn main() -> std::io::Result<()> {
                 .with_budget(None)
                 .with_message_timeout(None)
                 .with_idle_timeout(None);
+            config = config.with_connection(connection);
+        }
+        if args.no_keepalive {
+            let connection = config
+                .connection
+                .clone()
+                .with_keepalive(None, std::time::Duration::ZERO);
             config = config.with_connection(connection);
         }
         // Kept for the life of the server: the signal is never given.
