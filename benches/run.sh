@@ -8,7 +8,7 @@
 #   bash benches/run.sh quick      a reduced matrix (9 echo cells, firehose at 64 and 256 B;
 #                                  no rate or 256 KiB x 10,000 cells)
 #   bash benches/run.sh rate       only the rate cells, RATE_ROUNDS rounds (default 6) at
-#                                  2.5 msg/s (about 13 minutes), and their summary: each
+#                                  2.5 msg/s (about 10 minutes), and their summary: each
 #                                  server's EER over the rounds and, round by round, rapidws'
 #                                  against the better of fastwebsockets and tokio-websockets;
 #                                  leaves the other results and RESULTS.md as they are
@@ -48,7 +48,7 @@
 #                     rapidws-handler-ref fastwebsockets tokio-websockets raw-tcp)
 #   RATE_WARMUP, RATE_MEASURE  seconds per rate cell (default 5 and 10)
 #   RATE_ROUNDS       rounds of the rate cells, every server once in each (default 1; 6 in
-#                     the rate profile): one round's ratios move by 10 % on a shared machine
+#                     the rate profile): one round's ratios move by 10-20 % on a shared machine
 #   BIG_CONNS         connections of the 256 KiB cell (default 10000; quick and 0 skip it)
 #   BIG_SERVERS       server labels of the 256 KiB cell (default rapidws rapidws-unbounded
 #                     rapidws-stream rapidws-handler-ref fastwebsockets; -unbounded is rapidws
