@@ -268,6 +268,22 @@ async fn closed_with<R: Chunks>(
     server.await.unwrap()
 }
 
+/// [`closed_with`] for a connection that failed with `error`: the chunks handed over.
+async fn failed_with<R: Chunks>(
+    s: &mut TcpStream,
+    server: tokio::task::JoinHandle<Got>,
+    code: u16,
+    error: ProtocolError,
+) -> Vec<MessageChunk> {
+    let (got, end) = closed_with::<R>(s, server, code).await;
+    assert!(
+        matches!(end, Err(Error::Protocol(e)) if e == error),
+        "{}: {end:?}",
+        R::NAME
+    );
+    got
+}
+
 /// Where the first message of `got` ends.
 fn first_message_end(got: &[MessageChunk]) -> usize {
     got.iter()
@@ -302,12 +318,7 @@ async fn the_size_limit_counts_every_chunk_of_a_message<R: Chunks>() {
             .await
             .unwrap();
     }
-    let (got, end) = closed_with::<R>(&mut s, server, 1009).await;
-    assert!(
-        matches!(end, Err(Error::Protocol(ProtocolError::MessageTooLarge))),
-        "{}: {end:?}",
-        R::NAME
-    );
+    let got = failed_with::<R>(&mut s, server, 1009, ProtocolError::MessageTooLarge).await;
     // The first message came whole, in order; of the second no more than the limit.
     let last = first_message_end(&got);
     assert_eq!(joined(&got[..=last]).len(), 80_000);
@@ -323,12 +334,7 @@ async fn text_is_checked_across_chunks<R: Chunks>() {
     // Then a message whose second fragment holds a byte that is never UTF-8.
     s.write_all(&frame(0x01, 2, b"ok", true)).await.unwrap();
     s.write_all(&frame(0x80, 2, b"x\xff", true)).await.unwrap();
-    let (got, end) = closed_with::<R>(&mut s, server, 1007).await;
-    assert!(
-        matches!(end, Err(Error::Protocol(ProtocolError::InvalidUtf8))),
-        "{}: {end:?}",
-        R::NAME
-    );
+    let got = failed_with::<R>(&mut s, server, 1007, ProtocolError::InvalidUtf8).await;
     let last = first_message_end(&got);
     assert_eq!(joined(&got[..=last]), "abécd".as_bytes());
     assert!(got.iter().all(|c| c.kind == MessageKind::Text));
