@@ -24,6 +24,9 @@
 //! `no_std` with no allocation; run-time detection is then off and only the backends the
 //! build's target features guarantee are used.
 //!
+//! Besides the kernels, [`prefetch`] asks for a value's cache lines ahead of its reads:
+//! the hint with which `rapidws` fetches a quiet connection's state when it wakes.
+//!
 //! | feature  | default | what it gives |
 //! |----------|---------|---------------|
 //! | `std`    | yes     | run-time CPU feature detection |
@@ -91,6 +94,7 @@ pub mod frame;
 mod generic;
 mod header;
 pub mod mask;
+mod prefetch;
 mod scalar;
 pub mod utf8;
 
@@ -104,3 +108,4 @@ mod aarch64;
 mod x86_64;
 
 pub use backend::Backend;
+pub use prefetch::prefetch;

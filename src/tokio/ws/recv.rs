@@ -90,12 +90,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<OwnedEvent>, Error>> {
+        self.warm();
         let (engine, io) = self.parts();
         engine.poll_recv_as(cx, io, false, Connection::raw_owned)
     }
 
     /// Polls for the next message ([`recv`](Self::recv) uses this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
+        self.warm();
         let (engine, io) = self.parts();
         engine.poll_recv_message(cx, io)
     }
@@ -106,6 +108,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Message>, Error>> {
+        self.warm();
         self.two_tasks()
             .poll_as(Task::Receiving, cx, |engine, io, cx| {
                 engine.poll_recv_message(cx, io)
@@ -123,6 +126,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         first: Option<Polled>,
     ) -> Poll<Result<Option<Raw>, Error>> {
+        self.warm();
         let (engine, io) = self.parts();
         match first {
             Some(first) => engine.poll_recv_from(first, cx, io, true),
@@ -323,6 +327,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageChunk>, Error>> {
+        self.warm();
         let (engine, io) = self.parts();
         MessageChunk::poll_next(engine, cx, io)
     }

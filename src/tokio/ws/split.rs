@@ -158,6 +158,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ReadHalf<S> {
         f: impl FnOnce(&mut Engine, &mut Context<'_>, &mut dyn Io) -> Poll<T>,
     ) -> Poll<T> {
         let mut inner = shared.lock();
+        // The receive's poll: see `WebSocket::warm`.
+        rapidws_simd::prefetch(&inner.engine);
         shared
             .wakers
             .poll(Task::Receiving, cx, &shared.combined, |cx| {
