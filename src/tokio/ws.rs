@@ -479,8 +479,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
     /// [`recv_raw_after`](Self::recv_raw_after).
     pub(crate) fn recv_raw(&mut self) -> impl Future<Output = Result<Option<Raw>, Error>> + '_ {
         poll_fn(move |cx| {
-            self.warm();
-            let (engine, io) = self.parts();
+            let (engine, io) = self.receiving_parts();
             engine.poll_recv_with(cx, io, true, Connection::lend_next)
         })
     }
@@ -503,8 +502,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
                     Err(e) => return Poll::Ready(Err(e)),
                 }
             }
-            self.warm();
-            let (engine, io) = self.parts();
+            let (engine, io) = self.receiving_parts();
             engine.poll_recv_with(cx, io, true, Connection::lend_next)
         })
     }

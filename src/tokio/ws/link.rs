@@ -71,6 +71,14 @@ impl<S> WebSocket<S> {
         let link = Link::of(&mut self.link);
         (&mut link.engine, &mut link.io)
     }
+
+    /// [`parts`](Self::parts) for a receive's poll, the state asked for first
+    /// ([`warm`](Self::warm)).
+    #[inline(always)]
+    pub(super) fn receiving_parts(&mut self) -> (&mut Engine, &mut S) {
+        self.warm();
+        self.parts()
+    }
 }
 
 /// A socket dropped with our close still queued (the answer to the peer's close, which

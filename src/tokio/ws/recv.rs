@@ -90,15 +90,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<OwnedEvent>, Error>> {
-        self.warm();
-        let (engine, io) = self.parts();
+        let (engine, io) = self.receiving_parts();
         engine.poll_recv_as(cx, io, false, Connection::raw_owned)
     }
 
     /// Polls for the next message ([`recv`](Self::recv) uses this).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Message>, Error>> {
-        self.warm();
-        let (engine, io) = self.parts();
+        let (engine, io) = self.receiving_parts();
         engine.poll_recv_message(cx, io)
     }
 
@@ -126,8 +124,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         cx: &mut Context<'_>,
         first: Option<Polled>,
     ) -> Poll<Result<Option<Raw>, Error>> {
-        self.warm();
-        let (engine, io) = self.parts();
+        let (engine, io) = self.receiving_parts();
         match first {
             Some(first) => engine.poll_recv_from(first, cx, io, true),
             None => engine.poll_recv_raw(cx, io, true),
@@ -327,8 +324,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WebSocket<S> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<MessageChunk>, Error>> {
-        self.warm();
-        let (engine, io) = self.parts();
+        let (engine, io) = self.receiving_parts();
         MessageChunk::poll_next(engine, cx, io)
     }
 }
