@@ -44,6 +44,19 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A free port for a Redis Cluster node. Its cluster bus listens 10,000 higher, so the
+/// port must be at most 55,535 (Redis refuses to start on a higher one, and `free_port`
+/// draws from the whole ephemeral range, up to 60,999 here) and the bus port free as well.
+fn free_cluster_port() -> u16 {
+    for _ in 0..1000 {
+        let port = free_port();
+        if port <= 55_535 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port with a free cluster bus port 10,000 above it")
+}
+
 /// Raises the open-file limit to its hard limit: a thousand clients and their server
 /// ends need about two thousand descriptors.
 pub fn raise_fd_limit() {
@@ -141,7 +154,7 @@ impl Server {
     /// (`cluster-require-full-coverage no`).
     fn redis_cluster_node(binary: PathBuf) -> Server {
         let dir = TempDir::new("redis-cluster");
-        let port = free_port();
+        let port = free_cluster_port();
         let args: Vec<String> = [
             "--port",
             &port.to_string(),
