@@ -17,6 +17,7 @@ mod encoder;
 
 pub(crate) use decoder::Short;
 pub use decoder::{ControlFrame, DataChunk, Decoded, Decoder, DecoderConfig, Item};
+pub(crate) use encoder::header_len;
 pub use encoder::{Encoder, HeaderBuf, MaskKeys, RandomError, encode_header};
 
 use core::fmt;

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::codec::{
-    CloseCode, HeaderBuf, MAX_CONTROL_PAYLOAD, MessageKind, OpCode, Role, encode_header,
+    CloseCode, HeaderBuf, MAX_CONTROL_PAYLOAD, MessageKind, OpCode, Role, encode_header, header_len,
 };
 #[cfg(feature = "deflate")]
 use crate::deflate::PerMessageDeflate;
@@ -521,11 +521,15 @@ impl Tx<'_> {
         opcode: OpCode,
         data: &[u8],
     ) -> Result<(), SendError> {
-        let (header, mask) = self.encoder.header(fin, rsv1, opcode, data.len() as u64)?;
+        let mask = self.encoder.key()?;
+        let len = data.len() as u64;
         if data.len() <= COALESCE_PAYLOAD_MAX {
-            self.out.push_copied(header.as_slice(), data, mask);
+            let header = || encode_header(fin, rsv1, opcode, mask, len);
+            let header_len = header_len(len, mask.is_some());
+            self.out.push_copied(header_len, header, data, mask);
             return Ok(());
         }
+        let header = encode_header(fin, rsv1, opcode, mask, len);
         if !self.wbuf.try_reclaim(data.len()) && self.wbuf.is_empty() {
             // A new arena sized for this frame, at least `SEND_ARENA`. `reserve` would
             // size it from the arena's history instead (up to 64 KiB, doubling while
