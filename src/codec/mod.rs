@@ -9,8 +9,9 @@
 //! rule of RFC 6455 section 5 is enforced here, frame by frame, and each violation is a
 //! [`ProtocolError`] that maps to its close code.
 //!
-//! The encoder writes a header into a fixed `[u8; 14]` ([`HeaderBuf`]) and leaves the
-//! payload where it is, so an IO layer can send header and payload in one vectored write.
+//! The encoder makes a header of at most 14 bytes in a fixed array ([`HeaderBuf`], no
+//! allocation) and leaves the payload where it is, so an IO layer can send header and
+//! payload in one vectored write.
 
 mod decoder;
 mod encoder;
