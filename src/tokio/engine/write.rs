@@ -24,7 +24,7 @@ thread_local! {
 fn poll_write_frame(
     cx: &mut Context<'_>,
     io: &mut dyn Io,
-    header: &[u8],
+    header: &HeaderBuf,
     payload: &[u8],
 ) -> Poll<io::Result<usize>> {
     let total = header.len() + payload.len();
@@ -33,16 +33,17 @@ fn poll_write_frame(
         // while this one is borrowed: it gathers instead.
         let copied = LONE_FRAME.try_with(|frame| {
             let mut frame = frame.try_borrow_mut().ok()?;
-            let (head, rest) = frame.split_at_mut(header.len());
-            head.copy_from_slice(header);
-            rest[..payload.len()].copy_from_slice(payload);
+            // The header from a register (see `HeaderBuf::write_into`): a copy of its 2 to
+            // 14 bytes was a call of `memcpy`.
+            header.write_into(&mut frame[..]);
+            frame[header.len()..total].copy_from_slice(payload);
             Some(io.wr().poll_write(cx, &frame[..total]))
         });
         if let Ok(Some(written)) = copied {
             return written;
         }
     }
-    let parts = [IoSlice::new(header), IoSlice::new(payload)];
+    let parts = [IoSlice::new(header.as_slice()), IoSlice::new(payload)];
     io.wr().poll_write_vectored(cx, &parts)
 }
 
@@ -355,7 +356,7 @@ impl Engine {
     ) -> Result<bool, Error> {
         let bytes = payload.bytes(&self.conn);
         let total = header.len() + bytes.len();
-        let written = match poll_write_frame(cx, io, header.as_slice(), bytes) {
+        let written = match poll_write_frame(cx, io, header, bytes) {
             Poll::Ready(Ok(n)) if n == total => return Ok(true),
             Poll::Ready(Ok(0)) => return Err(self.send_failed(io::ErrorKind::WriteZero.into())),
             Poll::Ready(Ok(n)) => n.min(total),
