@@ -7,7 +7,7 @@ use crate::codec::Role;
 
 /// An encoded frame header: up to 14 bytes in a fixed array, no allocation.
 // `encode_header` builds the bytes in a register, as one number, and the output queue
-// writes them from there (`HeaderBuf::word`). Built byte by byte, they were stored in
+// writes them from there (`HeaderBuf::pieces`). Built byte by byte, they were stored in
 // small pieces and read back wider, which the processor cannot forward from the stores: a
 // stall per frame (`perf annotate` of the pipelined echo: most of the time spent queueing
 // a reply was two such loads).
@@ -42,39 +42,43 @@ impl HeaderBuf {
         (bytes, self.len)
     }
 
-    /// The header's bytes as one little-endian number (zeros past its length), to be
-    /// written from a register rather than copied byte by byte.
-    #[inline]
-    pub(crate) fn word(&self) -> u128 {
-        u128::from_le_bytes(self.bytes)
+    /// The header in at most three pieces of 8, 4 and 2 bytes, in order (a header is 2 to
+    /// 14 bytes, always an even count): `put(piece, width)`, the piece's little-endian
+    /// bytes being the header's next `width` bytes. To be written from a register, not byte
+    /// by byte nor with a call of `memcpy`. Read in two 8-byte halves, as a `HeaderBuf` on
+    /// the stack was written: a 16-byte load of two 8-byte stores is not forwarded from
+    /// them, a stall while they are recent.
+    #[inline(always)]
+    pub(crate) fn pieces(&self, mut put: impl FnMut(u64, usize)) {
+        let len = self.len();
+        let mut low = [0; 8];
+        low.copy_from_slice(&self.bytes[..8]);
+        let mut rest = u64::from_le_bytes(low);
+        if len & 8 != 0 {
+            put(rest, 8);
+            let mut high = [0; 8];
+            high.copy_from_slice(&self.bytes[8..]);
+            rest = u64::from_le_bytes(high);
+        }
+        if len & 4 != 0 {
+            put(rest, 4);
+            rest >>= 32;
+        }
+        if len & 2 != 0 {
+            put(rest, 2);
+        }
     }
 
-    /// Writes the header to the front of `out` (at least [`len`](Self::len) bytes long) in
-    /// at most three stores of 8, 4 and 2 bytes from a register (a header is 2 to 14
-    /// bytes, always an even count), not byte by byte nor with a call of `memcpy`. Read
-    /// in halves, as a `HeaderBuf` on the stack was written: a 16-byte load of two 8-byte
-    /// stores is not forwarded from them, a stall while they are recent.
+    /// Writes the header to the front of `out` (at least [`len`](Self::len) bytes long)
+    /// from a register ([`pieces`](Self::pieces)).
     #[inline(always)]
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn write_into(&self, out: &mut [u8]) {
-        let len = self.len();
         let mut at = 0;
-        let (low, high) = (self.word() as u64, (self.word() >> 64) as u64);
-        let mut rest = high;
-        if len & 8 != 0 {
-            out[..8].copy_from_slice(&low.to_le_bytes());
-            at = 8;
-        } else {
-            rest = low;
-        }
-        if len & 4 != 0 {
-            out[at..at + 4].copy_from_slice(&(rest as u32).to_le_bytes());
-            rest >>= 32;
-            at += 4;
-        }
-        if len & 2 != 0 {
-            out[at..at + 2].copy_from_slice(&(rest as u16).to_le_bytes());
-        }
+        self.pieces(|piece, width| {
+            out[at..at + width].copy_from_slice(&piece.to_le_bytes()[..width]);
+            at += width;
+        });
     }
 }
 
@@ -311,7 +315,9 @@ mod tests {
                         assert_eq!(header_len(len, mask.is_some()), want.len());
                         let (array, n) = h.into_parts();
                         assert_eq!(&array[..usize::from(n)], &want[..]);
-                        assert_eq!(&h.word().to_le_bytes()[..want.len()], &want[..]);
+                        let mut pieces = Vec::new();
+                        h.pieces(|p, n| pieces.extend_from_slice(&p.to_le_bytes()[..n]));
+                        assert_eq!(pieces, want);
                         let mut out = [0xee; 20];
                         h.write_into(&mut out);
                         assert_eq!(&out[..want.len()], &want[..]);

@@ -425,8 +425,8 @@ impl OutQueue {
 /// `payload`, masked with `mask` (a client's key) as it is copied; returns the frame's
 /// length.
 ///
-/// The header (2 to 14 bytes, always an even count) goes in as at most three writes of 8,
-/// 4 and 2 bytes from a register, not as a copy of its length in bytes: that was a call of
+/// The header goes in as at most three writes of 8, 4 and 2 bytes from a register
+/// ([`HeaderBuf::pieces`]), not as a copy of its length in bytes: that was a call of
 /// `memcpy` per frame, which needs the header in memory. And it is made here, not before
 /// the chunk is chosen: kept across that choice, it went to the stack in two 8-byte
 /// stores and came back in one 16-byte load, which the processor cannot forward from them
@@ -441,18 +441,7 @@ fn copy_frame(
 ) -> usize {
     let len = header.len();
     debug_assert!(len.is_multiple_of(2) && chunk.capacity() - chunk.len() >= len + payload.len());
-    let mut bytes = header.word();
-    if len & 8 != 0 {
-        chunk.put_u64_le(bytes as u64);
-        bytes >>= 64;
-    }
-    if len & 4 != 0 {
-        chunk.put_u32_le(bytes as u32);
-        bytes >>= 32;
-    }
-    if len & 2 != 0 {
-        chunk.put_u16_le(bytes as u16);
-    }
+    header.pieces(|piece, width| chunk.put_slice(&piece.to_le_bytes()[..width]));
     let start = chunk.len();
     chunk.extend_from_slice(payload);
     if let Some(mut key) = mask {
