@@ -88,16 +88,46 @@ impl fmt::Debug for HeaderBuf {
     }
 }
 
+/// RFC 6455 5.2's length forms: "the minimal number of bytes MUST be used to encode the
+/// length".
+#[derive(Clone, Copy)]
+enum LengthForm {
+    /// In the second byte: up to 125.
+    Short,
+    /// 126, then 16 bits: up to 65,535.
+    Medium,
+    /// 127, then 64 bits.
+    Long,
+}
+
+impl LengthForm {
+    #[inline(always)]
+    fn of(payload_len: u64) -> Self {
+        if payload_len < 126 {
+            LengthForm::Short
+        } else if payload_len <= u64::from(u16::MAX) {
+            LengthForm::Medium
+        } else {
+            LengthForm::Long
+        }
+    }
+
+    /// The header's length in this form, without a masking key.
+    #[inline(always)]
+    fn header_len(self) -> usize {
+        match self {
+            LengthForm::Short => 2,
+            LengthForm::Medium => 4,
+            LengthForm::Long => 10,
+        }
+    }
+}
+
 /// The length of the header [`encode_header`] makes for `payload_len` bytes, masked or
 /// not.
 #[inline]
 pub(crate) fn header_len(payload_len: u64, masked: bool) -> usize {
-    let len = match payload_len {
-        0..126 => 2,
-        126..=0xffff => 4,
-        _ => 10,
-    };
-    len + if masked { 4 } else { 0 }
+    LengthForm::of(payload_len).header_len() + if masked { 4 } else { 0 }
 }
 
 /// Encodes a frame header (RFC 6455 5.2) with the shortest length form.
@@ -115,21 +145,19 @@ pub fn encode_header(
     // The bytes as one little-endian number: byte i is bits 8i..8i+8.
     let first = (u8::from(fin) << 7) | (u8::from(rsv1) << 6) | opcode.as_u8();
     let mask_bit = if mask.is_some() { 0x80 } else { 0 };
-    // RFC 6455 5.2: "the minimal number of bytes MUST be used to encode the length", in
-    // network byte order.
-    let (second, extended, mut len) = if payload_len < 126 {
-        (mask_bit | payload_len as u8, 0, 2)
-    } else if payload_len <= u64::from(u16::MAX) {
+    // The length in its shortest form; an extended length in network byte order.
+    let form = LengthForm::of(payload_len);
+    let (second, extended) = match form {
+        LengthForm::Short => (mask_bit | payload_len as u8, 0),
         // Swapped: the number whose little-endian bytes are the big-endian length.
-        (
+        LengthForm::Medium => (
             mask_bit | 126,
             u128::from((payload_len as u16).swap_bytes()),
-            4,
-        )
-    } else {
-        (mask_bit | 127, u128::from(payload_len.swap_bytes()), 10)
+        ),
+        LengthForm::Long => (mask_bit | 127, u128::from(payload_len.swap_bytes())),
     };
     let mut v = u128::from(first) | u128::from(second) << 8 | extended << 16;
+    let mut len = form.header_len();
     if let Some(key) = mask {
         v |= u128::from(u32::from_le_bytes(key)) << (8 * len);
         len += 4;
